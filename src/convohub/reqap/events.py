@@ -131,6 +131,8 @@ def deduplicate(events: Sequence[dict[str, Any]]) -> list[dict[str, Any]]:
     """
     structured = sorted((e for e in events if _is_structured(e)), key=lambda e: (e["start_datetime"], e["id"]))
     others = [e for e in events if not _is_structured(e)]
+    if not others:  # nothing to merge (every stream/purchase/workout question): already in output order
+        return structured
     starts = [e["start_datetime"] for e in structured]
     max_end: list[datetime] = []
     for e in structured:
