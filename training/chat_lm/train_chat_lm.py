@@ -100,10 +100,12 @@ def main(argv: Sequence[str] | None = None) -> dict[str, float]:
     if model_args.attn_implementation:
         model_kwargs["attn_implementation"] = model_args.attn_implementation
     if model_args.load_in_4bit or model_args.load_in_8bit:
-        from trl import get_kbit_device_map, get_quantization_config
+        from trl import get_quantization_config
+
+        from convohub.training.models import kbit_device_map
 
         model_kwargs["quantization_config"] = get_quantization_config(model_args)
-        model_kwargs["device_map"] = get_kbit_device_map()
+        model_kwargs["device_map"] = kbit_device_map()
     model = AutoModelForCausalLM.from_pretrained(model_path, **model_kwargs)
     eval_texts = [tokenizer.apply_chat_template(m, tokenize=False) for m in eval_messages]
     ppl_before = perplexity(model, tokenizer, eval_texts, max_length=training_args.max_length or 512)

@@ -24,3 +24,15 @@ def resolve_model(name_or_path: str) -> str:
 def is_offline_model(name_or_path: str) -> bool:
     """True for the models convohub builds or ships itself (usable with HF_HUB_OFFLINE=1)."""
     return name_or_path.startswith(TINY_PREFIX) or name_or_path == "minilm"
+
+
+def kbit_device_map() -> dict[str, int] | None:
+    """Where a 4/8-bit quantised model is loaded: each process onto its own GPU (trl 1.16 dropped its
+    ``get_kbit_device_map``); ``None`` without CUDA, where bitsandbytes quantisation cannot run anyway."""
+    import torch
+
+    if not torch.cuda.is_available():
+        return None
+    from accelerate import PartialState
+
+    return {"": PartialState().local_process_index}
