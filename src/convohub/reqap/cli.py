@@ -1,8 +1,17 @@
-"""``convohub reqap execute``: run one operator tree over a built PerQA dataset folder.
+"""``convohub reqap execute|ask|evaluate`` over a built PerQA dataset folder.
 
-The tree is parsed and checked before any data is read; a rejected tree exits with status 2 and a
-one-line error. Otherwise the JSON ``{"answer": ..., "trace": [...], "error": ...}`` goes to stdout
-(exit 0, or 1 when the run failed).
+* ``execute``: one operator tree. The tree is parsed and checked before any data is read; a rejected tree
+  exits with status 2 and a one-line error. Otherwise the JSON ``{"answer": ..., "trace": [...], "error":
+  ...}`` goes to stdout (exit 0, or 1 when the run failed).
+* ``ask``: one question through QUD -> engine (or a baseline); prints the answer, the operator tree used
+  (drawn as a tree) and the per-operator trace; ``--json`` for machine-readable output. Exit 0 when an
+  answer came back, 1 when the question failed, 2 for a usage error.
+* ``evaluate``: Hit@1 / Rlx-Hit@1 of a system on a split, per category, with failures and error
+  attribution; writes results.json and predictions.jsonl under ``--out``. Exit 0, or 2 for a usage error.
+
+LLM steps (ICL QUD, RAG, CodeGen) use ``--llm SPEC`` (``endpoint:http://host:8000/v1#model``, a URL or
+``local:/path``; see :func:`convohub.llm.make_backend`), else ``CONVOHUB_LLM_BASE_URL`` /
+``CONVOHUB_LLM_MODEL`` / ``CONVOHUB_LLM_CACHE_DIR`` from the environment.
 """
 
 from __future__ import annotations
@@ -14,7 +23,7 @@ from datetime import date
 from pathlib import Path
 from typing import Any
 
-__all__ = ["add_cli", "run_execute"]
+__all__ = ["add_cli", "render_tree", "run_ask", "run_evaluate", "run_execute"]
 
 _EXAMPLE = ('APPLY(l=FILTER(l=RETRIEVE(query="running workouts"), '
             'filter=lambda attr: attr["workout_type"] == "running"), fct=len)')
@@ -38,6 +47,8 @@ def add_cli(subparsers: Any) -> argparse.ArgumentParser:
     ex.add_argument("--no-dedup", action="store_true", help="keep events with overlapping time spans apart")
     ex.add_argument("--compact", action="store_true", help="one-line JSON")
     ex.set_defaults(handler=run_execute)
+    _add_ask(sub)
+    _add_evaluate(sub)
     reqap.set_defaults(handler=lambda args: (reqap.print_help(), 2)[1])
     return reqap
 
@@ -65,3 +76,154 @@ def run_execute(args: argparse.Namespace) -> int:
                       time_budget=args.time_budget, dedup=not args.no_dedup).execute(tree)
     print(json.dumps(result.to_dict(), ensure_ascii=False, indent=None if args.compact else 2))
     return 0 if result.ok else 1
+
+
+_SYSTEM_HELP = ("reqap: QUD -> operator tree -> engine; rag: retrieve + rank, top-N events as JSON to the LLM; "
+                "codegen: question + schema -> one DuckDB query over the persona's event tables (default: %(default)s)")
+
+
+def _add_components(p: argparse.ArgumentParser) -> None:
+    p.add_argument("--dataset", type=Path, required=True, help="built PerQA dataset folder (data/observable_events)")
+    p.add_argument("--system", choices=["reqap", "rag", "codegen"], default="reqap", help=_SYSTEM_HELP)
+    p.add_argument("--decomposer", default="gold", metavar="SPEC",
+                   help="gold (ORACLE: the gold tree of the question's template), sft:PATH (trained QUD model), "
+                        "icl (ICL QUD over --llm) (default: %(default)s)")
+    p.add_argument("--retriever", default="bm25", metavar="SPEC",
+                   help="bm25, oracle (ORACLE: gold-tree query oracle), all, ce:PATH (trained cross-encoders); "
+                        "also ranks RAG's events (default: %(default)s)")
+    p.add_argument("--extractor", default="lookup", metavar="SPEC",
+                   help="lookup (key lookup) or model:PATH (trained EXTRACT model) (default: %(default)s)")
+    p.add_argument("--llm", metavar="SPEC", help="LLM for icl/rag/codegen: endpoint:URL#MODEL, URL#MODEL or "
+                   "local:PATH (default: $CONVOHUB_LLM_BASE_URL)")
+    p.add_argument("--llm-model", help="model name for an endpoint spec without #MODEL ($CONVOHUB_LLM_MODEL)")
+    p.add_argument("--llm-cache", type=Path, help="response cache folder ($CONVOHUB_LLM_CACHE_DIR)")
+    p.add_argument("--top-n", type=int, default=100,
+                   help="RAG: events given to the LLM (paper: 100 for large LLMs, 10 for a 1B model)")
+    p.add_argument("--icl-split", default="train", help="CodeGen: split whose gold SQL gives the 8 ICL examples")
+    p.add_argument("--time-budget", type=float, default=600.0, help="seconds per question (default: %(default)s)")
+
+
+def _add_ask(sub: Any) -> None:
+    p = sub.add_parser("ask", help="answer one question for one persona (answer, operator tree, trace)",
+                       description="Answer one question: QUD proposes operator trees, the first that executes "
+                                   "gives the answer. Example: convohub reqap ask --dataset DIR --persona "
+                                   "test_persona_0 'How many hours have I spent watching TV series altogether?'")
+    p.add_argument("question", help="the question, in natural language")
+    p.add_argument("--persona", required=True, help="persona id, e.g. test_persona_0")
+    _add_components(p)
+    p.add_argument("--reference-date", type=date.fromisoformat, default=date(2024, 11, 25),
+                   help="what 'today' means (default: %(default)s)")
+    p.add_argument("--json", action="store_true", help="print the whole result as JSON")
+    p.set_defaults(handler=run_ask)
+
+
+def _add_evaluate(sub: Any) -> None:
+    p = sub.add_parser("evaluate", help="Hit@1 / Rlx-Hit@1 of a system on a PerQA split",
+                       description="Score a system on a PerQA split with the hit_at_1 metric: overall, per "
+                                   "category (ordering, grouping, temporal, aggregation, join, multi-source), "
+                                   "failure counts and (reqap) error attribution to tree / retrieve / extract.")
+    _add_components(p)
+    p.add_argument("--split", default="test", help="split to evaluate (default: %(default)s)")
+    p.add_argument("--persona", help="only this persona")
+    p.add_argument("--limit", type=int, help="at most N questions")
+    p.add_argument("--out", type=Path, help="folder for results.json and predictions.jsonl")
+    p.add_argument("--no-attribution", action="store_true", help="skip error attribution (faster)")
+    p.set_defaults(handler=run_evaluate)
+
+
+def _backend(args: argparse.Namespace) -> Any:
+    needs = args.system in ("rag", "codegen") or args.decomposer == "icl"
+    if not needs:
+        return None
+    from convohub.llm import backend_from_env, make_backend
+
+    if args.llm:
+        return make_backend(args.llm, model=args.llm_model,
+                            cache_dir=args.llm_cache)
+    return backend_from_env(**({"cache_dir": args.llm_cache} if args.llm_cache else {}))
+
+
+def _build(args: argparse.Namespace, persona_hook: bool) -> tuple[Any, Any]:
+    """(system, on_persona callback) from the parsed flags; raises ValueError/FileNotFoundError on bad specs."""
+    from convohub.reqap.components import PersonaOracleRetriever, make_system
+
+    examples: list[Any] = []
+    if args.system == "codegen":
+        from convohub.reqap.baselines import icl_pool_from_dataset
+
+        examples = icl_pool_from_dataset(args.dataset, args.icl_split)
+    system = make_system(args.system, decomposer=args.decomposer, retriever=args.retriever,
+                         extractor=args.extractor, backend=_backend(args), budget_s=args.time_budget,
+                         top_n=args.top_n, icl_examples=examples)
+
+    def on_persona(pid: str, questions: list[dict[str, Any]]) -> None:
+        decomposer = getattr(system, "decomposer", None)
+        if hasattr(decomposer, "add"):
+            for q in questions:
+                decomposer.add(q)
+        retriever = getattr(system, "retriever", None)
+        if isinstance(retriever, PersonaOracleRetriever):
+            from convohub.reqap.evaluation import load_persona
+
+            retriever.use(load_persona(args.dataset, pid)[2])
+
+    return system, on_persona
+
+
+def render_tree(tree: str | None) -> str:
+    """An operator tree as an indented outline, one operator per line (children below their parent)."""
+    if not tree:
+        return "(no tree)"
+    from convohub.reqap.parse import parse_tree
+    from convohub.reqap.pipeline import tree_outline
+
+    return "\n".join("  " * depth + line for depth, line in tree_outline(parse_tree(tree)))
+
+
+def run_ask(args: argparse.Namespace) -> int:
+    """Handler of ``reqap ask``."""
+    from convohub.reqap.evaluation import load_persona
+
+    try:
+        system, on_persona = _build(args, True)
+        store, questions, _ = load_persona(args.dataset, args.persona, canonical=False)
+    except (ValueError, FileNotFoundError, KeyError) as err:
+        print(f"error: {err}", file=sys.stderr)
+        return 2
+    on_persona(args.persona, questions)
+    result = system.answer(args.question, store, args.reference_date)
+    if args.json:
+        print(json.dumps(result.to_dict(), ensure_ascii=False, indent=2, default=str))
+        return 0 if result.error is None else 1
+    print(f"answer: {json.dumps(result.answer, ensure_ascii=False, default=str)}")
+    if result.error:
+        print(f"error: {result.error}")
+    if args.system == "reqap":
+        print(f"trees tried: {len(result.tried)}\noperator tree:\n{render_tree(result.tree)}\ntrace:")
+        for t in result.trace:
+            print(f"  {'  ' * t['depth']}{t['operator']:10s} in={t['input_sizes']} out={t['output_size']} "
+                  f"{t['seconds']:.4f}s{' (cached)' if t['cached'] else ''}")
+    else:
+        print(f"sql: {result.sql}" if args.system == "codegen" else f"events given: {len(result.event_ids)}")
+        print(f"llm output: {result.output.strip()[:500]}")
+    return 0 if result.error is None else 1
+
+
+def run_evaluate(args: argparse.Namespace) -> int:
+    """Handler of ``reqap evaluate``."""
+    from convohub.reqap.evaluation import evaluate, format_results
+
+    try:
+        system, on_persona = _build(args, True)
+        describe = {"system": args.system, "decomposer": args.decomposer, "retriever": args.retriever,
+                    "extractor": args.extractor, "llm": getattr(getattr(system, "backend", None), "name", None)}
+        results = evaluate(args.dataset, args.split, args.system, system, limit=args.limit, persona=args.persona,
+                           out_dir=args.out, attribution=not args.no_attribution, describe=describe,
+                           on_persona=on_persona)
+    except (ValueError, FileNotFoundError, KeyError) as err:
+        print(f"error: {err}", file=sys.stderr)
+        return 2
+    print(format_results(results))
+    if args.out:
+        print(f"\nwrote {args.out / 'results.json'} and {args.out / 'predictions.jsonl'}")
+    return 0

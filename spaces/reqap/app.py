@@ -1,0 +1,116 @@
+"""ReQAP demo: ask a question about a persona's personal data and see the answer, the operator tree that
+produced it and what every operator received and returned.
+
+Environment: CONVOHUB_DATASET (PerQA dataset id or local folder), optional CONVOHUB_QUD_MODEL (trained QUD
+model; without it the gold-tree ORACLE decomposes questions that follow a PerQA template),
+CONVOHUB_RETRIEVE_MODEL (trained cross-encoders; default BM25) and CONVOHUB_EXTRACT_MODEL (trained EXTRACT
+model; default key lookup). Everything runs offline on CPU. `demo` is built at import; it launches only
+when run as a script.
+"""
+
+from __future__ import annotations
+
+import os
+from functools import lru_cache
+from typing import Any
+
+import gradio as gr
+
+from convohub.reqap import space
+
+DATASET = os.environ.get("CONVOHUB_DATASET", "convohub/perqa")
+QUD_MODEL = os.environ.get("CONVOHUB_QUD_MODEL", "")
+RETRIEVE_MODEL = os.environ.get("CONVOHUB_RETRIEVE_MODEL", "")
+EXTRACT_MODEL = os.environ.get("CONVOHUB_EXTRACT_MODEL", "")
+SPLIT = "test"
+UPLOAD = "(uploaded file)"
+
+
+@lru_cache(maxsize=1)
+def _dataset() -> Any:
+    return space.resolve_folder(DATASET, "dataset")
+
+
+@lru_cache(maxsize=1)
+def _system() -> Any:
+    from convohub.reqap.components import make_system
+
+    qud = f"sft:{space.resolve_folder(QUD_MODEL, 'model')}" if QUD_MODEL else "gold"
+    ret = f"ce:{space.resolve_folder(RETRIEVE_MODEL, 'model')}" if RETRIEVE_MODEL else "bm25"
+    ext = f"model:{space.resolve_folder(EXTRACT_MODEL, 'model')}" if EXTRACT_MODEL else "lookup"
+    return make_system("reqap", decomposer=qud, retriever=ret, extractor=ext, budget_s=120.0)
+
+
+@lru_cache(maxsize=8)
+def _persona(persona_id: str) -> Any:
+    from convohub.reqap.evaluation import load_persona
+
+    store, questions, _ = load_persona(_dataset(), persona_id, canonical=False)
+    decomposer = _system().decomposer
+    if hasattr(decomposer, "add"):
+        for q in questions:
+            decomposer.add(q)
+    return store
+
+
+def personas() -> list[str]:
+    """Persona ids of the test split."""
+    from convohub.reqap.evaluation import persona_ids
+
+    return persona_ids(_dataset(), SPLIT)
+
+
+def answer(persona_id: str, upload: Any, question: str) -> tuple[str, str, list[list[Any]]]:
+    """Answer, operator tree (Markdown) and per-node trace rows for the chosen persona or upload."""
+    try:
+        if persona_id == UPLOAD or (upload and not persona_id):
+            if not upload:
+                raise ValueError("upload a CSV ({p}_obs.csv layout) or .ics file first")
+            path = str(getattr(upload, "name", upload))
+            store = space.events_from_ics(path) if path.lower().endswith(".ics") else space.events_from_csv(path)
+        else:
+            store = _persona(persona_id)
+        text, tree, rows, _ = space.ask(_system(), question, store)
+    except (ValueError, KeyError, FileNotFoundError) as err:
+        raise gr.Error(str(err)) from err
+    return text, tree, rows
+
+
+def _choices() -> list[str]:
+    try:
+        return [*personas(), UPLOAD]
+    except (FileNotFoundError, OSError, ValueError):  # no dataset reachable: uploads still work
+        return [UPLOAD]
+
+
+def _examples() -> list[list[str]]:
+    try:
+        return [[p, q] for p, q in space.example_questions(_dataset(), SPLIT)]
+    except (FileNotFoundError, OSError, ValueError):
+        return []
+
+
+_CHOICES = _choices()
+with gr.Blocks(title="ReQAP: operator trees over personal data") as demo:
+    gr.Markdown("# ReQAP: question answering over personal data\nQuestions are decomposed into an operator "
+                "tree (RETRIEVE, EXTRACT, FILTER, JOIN, GROUP_BY, ...), which runs over the persona's calendar, "
+                "mails, posts, streams, purchases and workouts from `" + DATASET + "`. Decomposer: "
+                + (f"`{QUD_MODEL}`" if QUD_MODEL else "**gold-tree oracle** (hand-written trees of the PerQA "
+                   "templates; no trained QUD model configured)") + ".")
+    with gr.Row():
+        persona_in = gr.Dropdown(_CHOICES, value=_CHOICES[0], label="persona", allow_custom_value=True)
+        upload_in = gr.File(label="or upload events (.csv in the {p}_obs.csv layout, or .ics)",
+                            file_types=[".csv", ".ics"])
+    question_in = gr.Textbox(label="question", value="How many hours have I spent watching TV series altogether?")
+    run = gr.Button("Answer", variant="primary")
+    answer_out = gr.Textbox(label="answer")
+    tree_out = gr.Markdown(label="operator tree")
+    trace_out = gr.Dataframe(headers=space.TRACE_HEADERS, label="per-node inputs and outputs", interactive=False)
+    examples = _examples()
+    if examples:
+        gr.Examples(examples, [persona_in, question_in])
+    run.click(answer, [persona_in, upload_in, question_in], [answer_out, tree_out, trace_out], api_name="answer")
+    gr.Button("List personas", visible=False).click(personas, None, gr.JSON(visible=False), api_name="personas")
+
+if __name__ == "__main__":
+    demo.launch()

@@ -1,0 +1,386 @@
+"""Training data for ReQAP's two RETRIEVE cross-encoders, derived per RETRIEVE call of the gold trees.
+
+Why: the paper trains an *event* cross-encoder (keep / drop one candidate event) and a *pattern*
+cross-encoder (is a frequent key-value pattern of the candidate pool relevant, irrelevant or partially
+relevant?) from the benchmark's ground truth. convohub's gold operator trees
+(:mod:`convohub.reqap.gold_trees`) name every RETRIEVE query of a question, and :class:`OracleIndex` gives
+the gold event ids of each query, so every (persona, query) pair yields labelled examples:
+
+* the first stage (BM25 over verbalised events, :class:`~convohub.reqap.retrieval.BM25Retriever`) gives the
+  candidate pool; calls whose first-stage recall of the gold events is below ``min_recall`` (0.5) are
+  skipped, because the cross-encoders only ever see candidates;
+* events: <= 5 positives (gold candidates), <= 5 hard negatives (drawn from the best-scored non-gold
+  candidates) and <= 5 random negatives (non-gold events of the whole store, drawn with weights inverse to
+  their source's frequency so rare sources are seen);
+* patterns (:class:`Pattern`): the frequent non-numeric ``key: value`` pairs of the candidate pool
+  (:func:`detect_patterns`, >= ``pattern_threshold`` candidates) labelled by *all* events of the store they
+  match: relevant (all gold), irrelevant (none gold), partial (some); <= 5 positive (relevant/partial) and
+  <= 5 negative patterns per call, plus one ``source: ...`` pattern per source of the pool.
+
+Examples are de-duplicated on (query, text); a pattern seen with different labels (two personas) becomes
+partial, an event text seen with both labels is dropped. Everything is seeded (:func:`derive_rng`).
+"""
+
+from __future__ import annotations
+
+import itertools
+import json
+import re
+from collections import Counter, defaultdict
+from collections.abc import Iterable, Iterator, Mapping, Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from convohub.perqa.vocab import derive_rng
+from convohub.reqap.events import EventStore
+from convohub.reqap.expr import Function
+from convohub.reqap.gold_trees import OracleIndex, gold_tree
+from convohub.reqap.parse import OpNode, parse_tree
+from convohub.reqap.retrieval import HIDDEN_KEYS, BM25Retriever, verbalise_event
+
+__all__ = ["EVENT_LABELS", "PATTERN_LABELS", "Example", "Pattern", "PatternIndex", "RetrieveData",
+           "RetrieveDataConfig", "decode_events", "derive", "derive_from_dataset", "derive_from_perqa", "detect_patterns", "event_text",
+           "pattern_label", "pattern_value", "personas_with_questions", "retrieve_queries",
+           "to_rows"]
+
+#: Class ids of the event cross-encoder (2 classes) and of the pattern cross-encoder (3 classes).
+EVENT_LABELS: dict[int, str] = {0: "irrelevant", 1: "relevant"}
+PATTERN_LABELS: dict[int, str] = {0: "irrelevant", 1: "relevant", 2: "partial"}
+IRRELEVANT, RELEVANT, PARTIAL = 0, 1, 2
+#: Keys never used in patterns: identifiers, the source (it has its own pattern) and the time span.
+PATTERN_SKIP_KEYS = HIDDEN_KEYS | {"source", "start_date", "start_time", "end_date", "end_time"}
+MAX_PATTERN_VALUE_CHARS = 80
+# numbers, amounts with a short unit ("5.99 EUR", "42 min"), dates, times, timestamps
+_NUMERIC = re.compile(r"^[-+]?\d[\d.,:\- T]*\s*[A-Za-z%]{0,5}$")
+
+
+@dataclass(frozen=True)
+class RetrieveDataConfig:
+    """Settings of the derivation (paper values by default; ``pattern_threshold`` 100 is paper scale)."""
+
+    seed: int = 0
+    min_recall: float = 0.5
+    first_stage_threshold: float = 0.0
+    max_positives: int = 5
+    max_hard_negatives: int = 5
+    hard_negative_pool: int = 50
+    max_random_negatives: int = 5
+    pattern_threshold: int = 100
+    max_positive_patterns: int = 5
+    max_negative_patterns: int = 5
+
+
+@dataclass(frozen=True, order=True)
+class Pattern:
+    """A set of events: all of one ``source`` (``key`` None) or those whose ``key`` has ``value``."""
+
+    source: str
+    key: str | None = None
+    value: str | None = None
+
+    @property
+    def is_source(self) -> bool:
+        return self.key is None
+
+    @property
+    def text(self) -> str:
+        """What the pattern cross-encoder reads: ``"source: mail"`` or ``"source: calendar, summary: ..."``."""
+        head = f"source: {self.source}"
+        return head if self.key is None else f"{head}, {self.key}: {self.value}"
+
+    def matches(self, event: Mapping[str, Any]) -> bool:
+        if event.get("source") != self.source:
+            return False
+        return self.key is None or pattern_value(event.get(self.key)) == self.value
+
+
+def event_text(event: Mapping[str, Any]) -> str:
+    """What the event cross-encoder reads: the ``source`` line first (so truncation to a short max length
+    keeps it), then the event's other ``key: json(value)`` lines as the first stage verbalises them."""
+    rest = verbalise_event({k: v for k, v in event.items() if k != "source"})
+    source = event.get("source")
+    return f"source: {json.dumps(source)}\n{rest}" if source is not None else rest
+
+
+def pattern_value(value: Any) -> str | None:
+    """The pattern form of a value, None when it cannot be a pattern (missing, numeric, temporal, long)."""
+    if value is None or isinstance(value, (bool, int, float, dict)):
+        return None
+    text = json.dumps(value, ensure_ascii=False) if isinstance(value, list) else str(value).strip()
+    if not text or len(text) > MAX_PATTERN_VALUE_CHARS or _NUMERIC.match(text):
+        return None
+    return text
+
+
+def _event_patterns(event: Mapping[str, Any]) -> Iterator[Pattern]:
+    source = event.get("source")
+    if source is None:
+        return
+    for k, v in event.items():
+        if k in PATTERN_SKIP_KEYS:
+            continue
+        value = pattern_value(v)
+        if value is not None:
+            yield Pattern(str(source), k, value)
+
+
+class PatternIndex:
+    """Which events of a store each pattern matches, and each event's patterns (built once per store)."""
+
+    def __init__(self, store: EventStore) -> None:
+        self.store = store
+        self._ids: dict[Pattern, list[str]] = defaultdict(list)
+        self._of: dict[str, tuple[Pattern, ...]] = {}
+        for e in store.events:
+            if e.get("source") is None:
+                continue
+            own = tuple(_event_patterns(e))
+            self._of[e["id"]] = own
+            self._ids[Pattern(str(e["source"]))].append(e["id"])
+            for p in own:
+                self._ids[p].append(e["id"])
+
+    def ids(self, pattern: Pattern) -> list[str]:
+        """Ids of every event of the store the pattern matches, in store order."""
+        return self._ids.get(pattern, [])
+
+    def detect(self, candidate_ids: Iterable[str], threshold: int) -> list[Pattern]:
+        """:func:`detect_patterns` over events of this store, from the precomputed patterns."""
+        counts: Counter[Pattern] = Counter()
+        sources: dict[str, None] = {}
+        for i in candidate_ids:
+            if i not in self._of:
+                continue
+            sources.setdefault(str(self.store.by_id[i]["source"]))
+            counts.update(self._of[i])
+        return _frequent(counts, threshold) + [Pattern(s) for s in sources]
+
+
+def _frequent(counts: Counter[Pattern], threshold: int) -> list[Pattern]:
+    return sorted((p for p, n in counts.items() if n >= threshold), key=lambda p: (-counts[p], p))
+
+
+def detect_patterns(events: Iterable[Mapping[str, Any]], threshold: int) -> list[Pattern]:
+    """Frequent non-numeric key-value patterns of a candidate pool (>= ``threshold`` events), most frequent
+    first, then one source pattern per source of the pool (in order of first appearance)."""
+    counts: Counter[Pattern] = Counter()
+    sources: dict[str, None] = {}
+    for e in events:
+        if e.get("source") is None:
+            continue
+        sources.setdefault(str(e["source"]))
+        counts.update(_event_patterns(e))
+    return _frequent(counts, threshold) + [Pattern(s) for s in sources]
+
+
+def retrieve_queries(tree: str | OpNode) -> list[str]:
+    """The RETRIEVE queries of an operator tree (lambda-nested operators included), first occurrence order."""
+    node = parse_tree(tree) if isinstance(tree, str) else tree
+    out: dict[str, None] = {}
+
+    def walk(n: Any) -> None:
+        if not isinstance(n, OpNode):
+            return
+        if n.op == "RETRIEVE" and isinstance(n.args.get("query"), str):
+            out.setdefault(n.args["query"])
+        for v in n.args.values():
+            if isinstance(v, OpNode):
+                walk(v)
+            elif isinstance(v, Function):
+                for s in v.subtrees:
+                    walk(s)
+
+    walk(node)
+    return list(out)
+
+
+@dataclass(frozen=True)
+class Example:
+    """One labelled (query, text) pair; ``kind`` says how it was drawn, ``personas`` where it came from."""
+
+    query: str
+    text: str
+    label: int
+    kind: str
+    personas: tuple[str, ...]
+
+
+@dataclass
+class RetrieveData:
+    """Both tasks' examples plus counts of what was derived and skipped."""
+
+    events: list[Example] = field(default_factory=list)
+    patterns: list[Example] = field(default_factory=list)
+    stats: dict[str, Any] = field(default_factory=dict)
+
+
+@dataclass
+class _Collector:
+    """De-duplicates (query, text) keys; remembers every label seen."""
+
+    rows: dict[tuple[str, str], dict[str, Any]] = field(default_factory=dict)
+
+    def add(self, query: str, text: str, label: int, kind: str, persona: str) -> None:
+        row = self.rows.setdefault((query, text), {"labels": set(), "kind": kind, "personas": []})
+        row["labels"].add(label)
+        if persona not in row["personas"]:
+            row["personas"].append(persona)
+
+    def examples(self, on_conflict: int | None) -> tuple[list[Example], int]:
+        """Examples in first-seen order; conflicting labels become ``on_conflict`` (None: dropped)."""
+        out, conflicts = [], 0
+        for (query, text), row in self.rows.items():
+            labels = row["labels"]
+            if len(labels) > 1:
+                conflicts += 1
+                if on_conflict is None:
+                    continue
+                label = on_conflict
+            else:
+                (label,) = labels
+            out.append(Example(query, text, label, row["kind"], tuple(row["personas"])))
+        return out, conflicts
+
+
+def _inverse_frequency_sample(ids: Sequence[str], sources: Sequence[str], k: int, rng: Any) -> list[str]:
+    """``k`` of ``ids`` (parallel ``sources``) without replacement, each weighted 1 / (ids of its source)."""
+    if k <= 0 or not ids:
+        return []
+    freq = Counter(sources)
+    # Efraimidis-Spirakis: the k largest u ** (1 / w) are a weighted sample without replacement
+    keyed = [(rng.random() ** freq[s], i) for i, s in zip(ids, sources, strict=True)]
+    keyed.sort(key=lambda p: (-p[0], p[1]))
+    return [i for _, i in keyed[:k]]
+
+
+def _sample(items: Sequence[Any], k: int, rng: Any) -> list[Any]:
+    return list(items) if len(items) <= k else rng.sample(list(items), k)
+
+
+def pattern_label(matched: Iterable[str], gold: set[str]) -> int:
+    """relevant when every matched event is gold, irrelevant when none is, else partial."""
+    matched = list(matched)
+    hits = sum(i in gold for i in matched)
+    if matched and hits == len(matched):
+        return RELEVANT
+    return IRRELEVANT if hits == 0 else PARTIAL
+
+
+PersonaInput = tuple[str, Sequence[Mapping[str, Any]], Sequence[Mapping[str, Any]], Sequence[Mapping[str, Any]]]
+
+
+def decode_events(rows: Sequence[Mapping[str, Any]]) -> list[dict[str, Any]]:
+    """Copies of event rows with a JSON-string ``event_data`` decoded (dataset rows -> OracleIndex input)."""
+    out = []
+    for r in rows:
+        r = dict(r)
+        if isinstance(r.get("event_data"), str):
+            r["event_data"] = json.loads(r["event_data"])
+        out.append(r)
+    return out
+
+
+def derive(personas: Iterable[PersonaInput], config: RetrieveDataConfig | None = None) -> RetrieveData:
+    """Examples of both tasks from ``(persona_id, observable, canonical, questions)`` tuples."""
+    config = config or RetrieveDataConfig()
+    events, patterns = _Collector(), _Collector()
+    stats: Counter[str] = Counter()
+    recalls: list[float] = []
+    for persona_id, observable, canonical, questions in personas:
+        queries: dict[str, None] = {}
+        for q in questions:
+            tree = gold_tree(q)
+            if tree is None:
+                stats["questions_without_gold_tree"] += 1
+                continue
+            stats["questions"] += 1
+            for query in retrieve_queries(tree):
+                queries.setdefault(query)
+        if not queries:
+            continue
+        store = EventStore.from_records(observable)
+        oracle = OracleIndex(observable, decode_events(canonical))
+        first_stage = BM25Retriever(threshold=config.first_stage_threshold)
+        index = PatternIndex(store)
+        for query in queries:
+            stats["calls"] += 1
+            gold = set(oracle.ids(query))
+            ranked = [i for i, s in first_stage.scores(query, store) if s > config.first_stage_threshold]
+            if not gold:
+                stats["calls_skipped_no_gold"] += 1
+                continue
+            candidates = set(ranked)
+            recall = len(gold & candidates) / len(gold)
+            recalls.append(recall)
+            if recall < config.min_recall:
+                stats["calls_skipped_low_recall"] += 1
+                continue
+            stats["calls_used"] += 1
+            rng = derive_rng(config.seed, "retrieve-data", persona_id, query)
+            positives = _sample([i for i in ranked if i in gold], config.max_positives, rng)
+            hard_pool = [i for i in ranked if i not in gold][: config.hard_negative_pool]
+            hard = _sample(hard_pool, config.max_hard_negatives, rng)
+            chosen = set(hard)
+            rest = [e for e in store.events if e["id"] not in gold and e["id"] not in chosen]
+            random_neg = _inverse_frequency_sample([e["id"] for e in rest], [str(e.get("source")) for e in rest],
+                                                   config.max_random_negatives, rng)
+            for ids, label, kind in ((positives, 1, "positive"), (hard, 0, "hard_negative"),
+                                     (random_neg, 0, "random_negative")):
+                for i in ids:
+                    events.add(query, event_text(store.by_id[i]), label, kind, persona_id)
+            found = index.detect(ranked, config.pattern_threshold)
+            labelled = [(p, pattern_label(index.ids(p), gold)) for p in found]
+            kv = [(p, lab) for p, lab in labelled if not p.is_source]
+            pos = _sample([p for p, lab in kv if lab != IRRELEVANT], config.max_positive_patterns, rng)
+            neg = _sample([p for p, lab in kv if lab == IRRELEVANT], config.max_negative_patterns, rng)
+            keep = set(pos) | set(neg)
+            for p, lab in labelled:
+                if p.is_source or p in keep:
+                    kind = "source" if p.is_source else ("positive" if lab != IRRELEVANT else "negative")
+                    patterns.add(query, p.text, lab, kind, persona_id)
+    event_examples, event_conflicts = events.examples(on_conflict=None)
+    pattern_examples, pattern_conflicts = patterns.examples(on_conflict=PARTIAL)
+    stats["event_conflicts_dropped"] = event_conflicts
+    stats["pattern_conflicts_partial"] = pattern_conflicts
+    out_stats: dict[str, Any] = dict(sorted(stats.items()))
+    out_stats["mean_first_stage_recall"] = round(sum(recalls) / len(recalls), 4) if recalls else 0.0
+    return RetrieveData(event_examples, pattern_examples, out_stats)
+
+
+def derive_from_perqa(data: Any, split: str, config: RetrieveDataConfig | None = None) -> RetrieveData:
+    """Examples of one split of a :class:`~convohub.perqa.PerQAData` (generated in memory)."""
+    return derive(((p.persona_id, p.observable, p.canonical, p.questions) for p in data.split(split)), config)
+
+
+def personas_with_questions(dataset_path: str | Path, split: str) -> Iterator[PersonaInput]:
+    """``(persona_id, observable, canonical, questions)`` of one split of a built PerQA dataset."""
+    from convohub.reqap.extract_pairs import personas_from_dataset
+
+    if Path(dataset_path).is_dir():
+        from convohub.hub import load_local
+
+        rows = load_local(dataset_path, "questions", split)
+    else:  # pragma: no cover - needs the Hub
+        import datasets
+
+        rows = datasets.load_dataset(str(dataset_path), "questions", split=split)
+    by_persona: dict[str, list[dict[str, Any]]] = defaultdict(list)
+    for r in rows.to_list():
+        by_persona[r["persona_id"]].append(r)
+    for persona_id, _persona, observable, canonical in personas_from_dataset(dataset_path, split):
+        yield persona_id, observable, canonical, by_persona.get(persona_id, [])
+
+
+def derive_from_dataset(dataset_path: str | Path, split: str, config: RetrieveDataConfig | None = None,
+                        max_personas: int | None = None) -> RetrieveData:
+    """Examples of one split of a built PerQA dataset folder (or Hub id); ``max_personas`` keeps the first
+    personas of the split only (small offline runs)."""
+    return derive(itertools.islice(personas_with_questions(dataset_path, split), max_personas), config)
+
+
+def to_rows(examples: Sequence[Example]) -> dict[str, list[Any]]:
+    """Columns ``query``, ``text``, ``label`` for ``datasets.Dataset.from_dict`` (the CrossEncoder layout:
+    the two inputs first, then the label)."""
+    return {"query": [e.query for e in examples], "text": [e.text for e in examples],
+            "label": [e.label for e in examples]}

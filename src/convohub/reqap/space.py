@@ -1,0 +1,157 @@
+"""The ReQAP Space: logic behind ``spaces/reqap/app.py`` and its export for a release.
+
+Kept in the package (the Space pins the released convohub) so ``app.py`` stays a thin Gradio layout and
+the logic is testable without a browser. Events come from a PerQA persona or an upload: a CSV in the
+authors' ``{p}_obs.csv`` layout (id, structured_event_id, start_date, start_time, end_date, end_time,
+event_type, event_data as JSON, properties_mentioned) or an iCalendar file (each VEVENT becomes a
+``calendar`` event with summary, location and description).
+"""
+
+from __future__ import annotations
+
+import csv
+import json
+import re
+from collections.abc import Mapping
+from datetime import date, datetime
+from pathlib import Path
+from typing import Any
+
+from convohub.reqap.events import EventStore
+
+__all__ = ["OBS_COLUMNS", "TRACE_HEADERS", "ask", "events_from_csv", "events_from_ics", "example_questions",
+           "export_space", "resolve_folder", "tree_markdown"]
+
+SPACE_NAME = "reqap-demo"
+OBS_COLUMNS = ("id", "structured_event_id", "start_date", "start_time", "end_date", "end_time", "event_type",
+               "event_data", "properties_mentioned")
+TRACE_HEADERS = ["node", "depth", "operator", "arguments", "input sizes", "output size", "seconds", "cached"]
+
+
+def resolve_folder(spec: str | None, repo_type: str) -> Path | None:
+    """A local folder, or a Hub repo id downloaded with ``snapshot_download`` (None stays None)."""
+    if not spec:
+        return None
+    path = Path(spec).expanduser()
+    if path.exists():
+        return path
+    from huggingface_hub import snapshot_download
+
+    return Path(snapshot_download(spec, repo_type=repo_type))
+
+
+def events_from_csv(path: str | Path) -> EventStore:
+    """Observable events from a CSV in the authors' ``{p}_obs.csv`` column layout."""
+    with open(path, newline="", encoding="utf-8") as f:
+        reader = csv.DictReader(f)
+        missing = [c for c in ("id", "start_date", "event_type", "event_data") if c not in (reader.fieldnames or [])]
+        if missing:
+            raise ValueError(f"{Path(path).name}: CSV lacks columns {missing}; expected the {{p}}_obs.csv "
+                             f"layout {', '.join(OBS_COLUMNS)}")
+        rows = []
+        for n, row in enumerate(reader, start=2):
+            try:
+                data = json.loads(row["event_data"]) if row["event_data"] else {}
+            except json.JSONDecodeError as err:
+                raise ValueError(f"{Path(path).name} line {n}: event_data is not JSON ({err.msg})") from err
+            rows.append({**{k: (row.get(k) or None) for k in OBS_COLUMNS}, "event_data": data})
+    if not rows:
+        raise ValueError(f"{Path(path).name}: no events")
+    return EventStore.from_records(rows)
+
+
+def _ics_datetime(value: str) -> tuple[str | None, str | None]:
+    value = value.strip().rstrip("Z")
+    for fmt, has_time in (("%Y%m%dT%H%M%S", True), ("%Y%m%d", False)):
+        try:
+            dt = datetime.strptime(value, fmt)
+        except ValueError:
+            continue
+        return dt.date().isoformat(), dt.time().isoformat() if has_time else None
+    return None, None
+
+
+def events_from_ics(path: str | Path) -> EventStore:
+    """``calendar`` events from an iCalendar file (DTSTART/DTEND/SUMMARY/LOCATION/DESCRIPTION)."""
+    text = Path(path).read_text(encoding="utf-8", errors="replace")
+    text = re.sub(r"\r?\n[ \t]", "", text)  # unfold continuation lines
+    rows: list[dict[str, Any]] = []
+    current: dict[str, str] | None = None
+    for line in text.splitlines():
+        if line.startswith("BEGIN:VEVENT"):
+            current = {}
+        elif line.startswith("END:VEVENT") and current is not None:
+            sd, st = _ics_datetime(current.get("DTSTART", ""))
+            ed, et = _ics_datetime(current.get("DTEND", ""))
+            data = {k.lower(): current[k].replace("\\n", "\n").replace("\\,", ",")
+                    for k in ("SUMMARY", "LOCATION", "DESCRIPTION") if current.get(k)}
+            rows.append({"id": str(len(rows)), "start_date": sd, "start_time": st, "end_date": ed, "end_time": et,
+                         "event_type": "calendar", "event_data": data})
+            current = None
+        elif current is not None and ":" in line:
+            key, value = line.split(":", 1)
+            current[key.split(";", 1)[0].upper()] = value
+    if not rows:
+        raise ValueError(f"{Path(path).name}: no VEVENT entries")
+    return EventStore.from_records(rows)
+
+
+def tree_markdown(tree: str | None) -> str:
+    """The operator tree as an indented outline in a Markdown code block."""
+    from convohub.reqap.cli import render_tree
+
+    return f"```\n{render_tree(tree)}\n```"
+
+
+def trace_rows(trace: list[Mapping[str, Any]]) -> list[list[Any]]:
+    """One row per executed node: inputs (sizes of the operator arguments), output size, time."""
+    return [[t["id"], t["depth"], t["operator"], "; ".join(f"{k}={v}" for k, v in t["args"].items()),
+             ", ".join("-" if s is None else str(s) for s in t["input_sizes"]),
+             "scalar" if t["output_size"] is None else t["output_size"], t["seconds"], t["cached"]]
+            for t in trace]
+
+
+def ask(system: Any, question: str, store: EventStore, reference_date: date = date(2024, 11, 25)
+        ) -> tuple[str, str, list[list[Any]], dict[str, Any]]:
+    """(answer as JSON text, tree Markdown, trace rows, full result dict) for one question."""
+    if not question or not question.strip():
+        raise ValueError("type a question")
+    result = system.answer(question.strip(), store, reference_date)
+    answer = json.dumps(result.answer, ensure_ascii=False, default=str)
+    if result.error:
+        answer += f"\n(failed: {result.error})"
+    return answer, tree_markdown(result.tree), trace_rows(result.trace), result.to_dict()
+
+
+def example_questions(dataset_dir: Path, split: str = "test", n: int = 6) -> list[tuple[str, str]]:
+    """(persona, question) examples that the gold-tree oracle can decompose, one per template."""
+    from convohub.reqap.evaluation import load_persona, persona_ids
+    from convohub.reqap.pipeline import GoldTreeDecomposer
+
+    oracle, out, templates = GoldTreeDecomposer(), [], set()
+    for pid in persona_ids(dataset_dir, split):
+        _, questions, _ = load_persona(dataset_dir, pid, canonical=False)
+        for q in questions:
+            if q.get("template_id") not in templates and oracle.tree_for(q) is not None:
+                templates.add(q["template_id"])
+                out.append((pid, q["question"]))
+            if len(out) >= n:
+                return out
+    return out
+
+
+def export_space(target: Any, repo: Path, *, dataset_id: str | None = None, models: list[str] | None = None,
+                 name: str = SPACE_NAME) -> Path:
+    """Write ``spaces/reqap`` as a Space folder under ``target`` (pushed when the target pushes).
+
+    ``dataset_id`` (the released PerQA) and ``models`` (EXTRACT / QUD / RETRIEVE model ids) go into the
+    README front matter, merged with what is there.
+    """
+    from convohub.hub import write_space
+
+    front: dict[str, Any] = {}
+    if dataset_id:
+        front["datasets"] = [dataset_id]
+    if models:
+        front["models"] = list(models)
+    return write_space(target, name, Path(repo) / "spaces" / "reqap", extra_front_matter=front)

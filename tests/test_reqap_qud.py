@@ -1,0 +1,351 @@
+"""ReQAP's QUD decomposer: the example bank, the recursion and its guards (scripted backend), rejection of
+invalid LLM outputs, the ICL prompt, SFT data, distillation, a real `transformers serve` endpoint, and a
+tiny SFT model trained end to end, evaluated and published."""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Callable, Sequence
+from datetime import date
+from pathlib import Path
+
+import pytest
+from _serving import served_fixture, tiny_causal_fixture  # noqa: F401  (pytest fixtures)
+
+from convohub.hub import HubTarget, read_card
+from convohub.llm import ChatBackend, ChatRequest, ChatResponse
+from convohub.perqa import PerQAConfig, build_perqa, generate_perqa
+from convohub.perqa.templates import TEMPLATES
+from convohub.reqap import EventStore, Executor, OracleRetriever, parse_tree, placeholders
+from convohub.reqap.errors import TreeSyntaxError
+from convohub.reqap.parse import OPERATORS, Placeholder
+from convohub.reqap.qud import (
+    INSTRUCTION,
+    ICLDecomposer,
+    RecursiveDecomposer,
+    SFTDecomposer,
+    history_messages,
+    load_examples,
+    parse_step,
+    step_chains,
+)
+from convohub.reqap.qud_data import (
+    OFFLINE_SOURCE,
+    distill_pairs,
+    load_questions,
+    offline_pairs,
+    read_pairs,
+    write_pairs,
+)
+
+ROOT = Path(__file__).resolve().parents[1]
+SCRIPT = ROOT / "training" / "reqap_qud" / "train_reqap_qud.py"
+
+
+def asked(request: ChatRequest) -> str:
+    """The (sub-)question the last user turn asks about."""
+    node = parse_tree(request.messages[-1]["content"].split("Input: ", 1)[1])
+    assert isinstance(node, Placeholder)
+    return node.question
+
+
+class Scripted(ChatBackend):
+    """Answers each request with ``answer(question, request index in its batch)``; records every request."""
+
+    kind = "scripted"
+
+    def __init__(self, answer: Callable[[str, int], str]) -> None:
+        self.answer = answer
+        self.requests: list[ChatRequest] = []
+
+    @property
+    def model_id(self) -> str:
+        return "scripted"
+
+    def chat(self, requests: Sequence[ChatRequest]) -> list[ChatResponse]:
+        self.requests += requests
+        return [ChatResponse(text=self.answer(asked(r), i), finish_reason="stop") for i, r in enumerate(requests)]
+
+
+class Plain(RecursiveDecomposer):
+    def messages(self, chain, question):
+        return history_messages(chain, question)
+
+
+@pytest.fixture(scope="module")
+def examples():
+    return load_examples()
+
+
+# -- example bank -------------------------------------------------------------------------------------------
+def test_example_bank_parses_and_covers_every_operator(examples) -> None:
+    assert 40 <= len(examples) <= 60
+    ops = set()
+    for ex in examples:
+        tree = parse_tree(ex.tree)
+        assert placeholders(tree) == [], ex.question
+        chains = step_chains(ex.step_map, ex.question)
+        assert [inp for _, inp, _ in chains] == [inp for inp, _ in ex.steps], ex.question  # dialogue order
+        for chain, inp, out in chains:
+            node = parse_step(out)
+            ops.add(node.op)
+            if chain:  # the parent asked for exactly this sub-question
+                assert inp in placeholders(parse_tree(chain[-1][1]))
+    assert ops == set(OPERATORS) - {"SELECT"}
+    # worded on their own: no example question is an instance of a PerQA template
+    from convohub.reqap.gold_trees import _pattern
+
+    patterns = [_pattern(t.question) for t in TEMPLATES]
+    assert not [ex.question for ex in examples if any(p.match(ex.question) for p in patterns)]
+
+
+def test_bad_example_file_names_the_example(tmp_path: Path) -> None:
+    bad = tmp_path / "bank.yaml"
+    bad.write_text("- question: q\n  steps:\n    - ['q', 'APPLY(l=QU(\"x\"), fct=len)']\n    - ['x', 'os.system(1)']\n")
+    with pytest.raises(ValueError, match=r"example 0 \('q'\) step 1: output does not parse"):
+        load_examples(bad)
+
+
+# -- the recursion ------------------------------------------------------------------------------------------
+def test_recursion_rebuilds_an_example_tree(examples) -> None:
+    ex = next(e for e in examples if "JOIN" in e.tree and "UNNEST" not in e.tree)
+    backend = Scripted(lambda q, i: ex.step_map[q])
+    dec = ICLDecomposer(backend, examples, n_options=1)
+    trees = list(dec.candidates(ex.question))
+    assert trees == [ex.tree]
+    assert dec.stats.llm_calls == len(ex.step_map) and dec.stats.parsed == len(ex.step_map)
+    # context = ancestor turns only: the second branch of the JOIN never sees the first branch's turns
+    join_step = next((c, i, o) for c, i, o in ex.chains if o.startswith("JOIN"))
+    right = placeholders(parse_tree(join_step[2]))[1]
+    req = next(r for r in backend.requests if asked(r) == right)
+    history = req.messages[-(2 * (len(join_step[0]) + 1) + 1):]
+    assert history == history_messages((*join_step[0], (join_step[1], join_step[2])), right)
+
+
+def test_alternatives_form_a_lazy_product_in_order() -> None:
+    def answer(q: str, i: int) -> str:
+        if q == "root":
+            return 'JOIN(l1=QU("a"), l2=QU("b"), condition="i1.start_date == i2.start_date")'
+        return f'RETRIEVE(query="{q}{i}")'
+
+    backend = Scripted(answer)
+    dec = Plain(backend, n_options=3)
+    it = dec.candidates("root")
+    first = next(it)
+    assert 'query="a0"' in first and 'query="b0"' in first
+    calls_for_first = dec.stats.llm_calls
+    rest = list(it)
+    assert len(rest) == 8  # 1 root option x 3 x 3 child options
+    order = [(t.split('query="')[1][:2], t.split('query="')[2][:2]) for t in [first, *rest]]
+    assert order == [(f"a{i}", f"b{j}") for i in range(3) for j in range(3)]
+    assert calls_for_first == dec.stats.llm_calls == 3 * 3  # root + a + b, 3 requests each, memoised
+    assert [r.temperature for r in backend.requests[:3]] == [0.0, 0.7, 0.7]  # first greedy, then sampled
+    assert len({r.seed for r in backend.requests[1:3]}) == 2
+
+
+def test_guards_repeat_depth_and_tree_cap() -> None:
+    repeat = Plain(Scripted(lambda q, i: 'FILTER(l=QU("same"), filter=lambda attr: True)'))
+    assert list(repeat.candidates("same")) == []
+    assert repeat.stats.repeated == 1 and repeat.stats.trees == 0
+
+    deeper = Plain(Scripted(lambda q, i: f'FILTER(l=QU("{q} more"), filter=lambda attr: True)'), max_depth=8)
+    assert list(deeper.candidates("q")) == []
+    assert deeper.stats.too_deep == 1 and deeper.stats.llm_calls == 9  # levels 0..8 asked, 9th dropped
+
+    def wide(q: str, i: int) -> str:
+        return ('JOIN(l1=QU("a"), l2=QU("b"), condition="i1.start_date == i2.start_date")' if q == "root"
+                else f'RETRIEVE(query="{q}{i}")')
+
+    capped = Plain(Scripted(wide), n_options=5, max_trees=7)
+    assert len(list(capped.candidates("root"))) == 7
+    assert capped.stats.capped == 1 and capped.stats.trees == 7
+
+
+def test_rejected_outputs_are_counted_and_never_executed() -> None:
+    outputs = ['__import__("os").system("touch /tmp/pwned")', 'RETRIEVE(query="x"); import os',
+               'APPLY(l=RETRIEVE(query="nested"), fct=len)', 'APPLY(l=QU("runs"), fct=lambda l: open("f"))',
+               'QU("only a placeholder")', 'APPLY(l=QU("runs"), fct=len)']
+
+    def answer(q: str, i: int) -> str:
+        return outputs[i] if q == "how many runs?" else 'RETRIEVE(query="I went running")'
+
+    dec = Plain(Scripted(answer), n_options=len(outputs))
+    trees = list(dec.candidates("how many runs?"))
+    assert trees == ['APPLY(l=RETRIEVE(query="I went running"), fct=len)']
+    assert dec.stats.rejected == 5 and dec.stats.outputs == len(outputs) + len(outputs)
+    assert sum(dec.stats.rejected_reasons.values()) == 5
+    retriever = OracleRetriever({"I went running": ["1"]})
+    store = EventStore.from_records([{"id": "1", "start_date": "2024-11-01", "event_type": "workout",
+                                      "event_data": {"workout_type": "running"}}])
+    assert Executor(store, retriever).execute(trees[0]).answer == 1
+    assert retriever.calls == ["I went running"]  # only the accepted tree reached the engine
+    with pytest.raises(TreeSyntaxError):
+        parse_step(outputs[0])
+
+
+def test_icl_prompt_structure(examples) -> None:
+    backend = Scripted(lambda q, i: 'RETRIEVE(query="I did a workout")')
+    dec = ICLDecomposer(backend, examples, n_options=1)
+    messages = dec.messages((), "How many times did I go swimming in 2022?")
+    assert messages[0] == {"role": "system", "content": INSTRUCTION}
+    starts = [m for m in messages if m["role"] == "user" and m["content"].startswith("Starting with new question")]
+    assert len(starts) == 9  # 8 example dialogues + the question
+    chosen = dec.select((), "How many times did I go swimming in 2022?")
+    assert len(chosen) == 8 and "swimming" in chosen[-1].question  # most similar closest to the question
+    assert messages[-1]["content"].endswith('{{ QU(question="How many times did I go swimming in 2022?") }}')
+
+
+def test_sft_decomposer_drops_oldest_turns() -> None:
+    backend = Scripted(lambda q, i: 'RETRIEVE(query="x")')
+    dec = SFTDecomposer(backend, max_input_tokens=60)
+    chain = tuple((f"question number {i} " * 3, f'RETRIEVE(query="q{i}")') for i in range(6))
+    messages = dec.messages(chain, "current sub-question")
+    assert 1 < len(messages) < 2 * len(chain) + 1
+    assert messages[-1]["content"] == 'Input: {{ QU(question="current sub-question") }}'
+    assert messages[-2]["content"] == 'RETRIEVE(query="q5")'  # newest turns kept
+    assert dec.max_new_tokens == 200 and [r.temperature for r in dec.requests(messages)] == [0.0]
+
+
+# -- data ---------------------------------------------------------------------------------------------------
+@pytest.fixture(scope="module")
+def dataset_dir(tmp_path_factory) -> Path:
+    data = generate_perqa(PerQAConfig(n_personas=4, start_date=date(2024, 6, 1)))
+    return build_perqa(HubTarget(tmp_path_factory.mktemp("hub")), ROOT, data=data)
+
+
+def test_offline_pairs_are_gold_steps_deduplicated_and_deterministic(dataset_dir, tmp_path) -> None:
+    pairs, stats = offline_pairs(dataset_dir)
+    again, _ = offline_pairs(dataset_dir)
+    assert pairs == again and stats["source"] == OFFLINE_SOURCE
+    assert len({p.key() for p in pairs}) == len(pairs) < stats["steps_before_dedupe"]
+    assert {p.source.split(":")[0] for p in pairs} == {"gold", "example"}
+    for p in pairs:
+        parse_step(p.output)
+        if p.chain:
+            assert p.input in placeholders(parse_tree(p.chain[-1][1]))
+        assert p.prompt()[0]["content"].startswith("Starting with new question")
+    path = write_pairs(pairs, tmp_path / "pairs.jsonl", stats)
+    assert read_pairs(path) == pairs
+
+
+def test_distillation_keeps_the_best_trees_and_counts_failures(dataset_dir) -> None:
+    from convohub.reqap.gold_trees import decompose, gold_tree
+
+    questions = [q for q in load_questions(dataset_dir, "train") if gold_tree(q)][:4]
+    gold_steps = {}
+    for q in questions:
+        gold_steps.update(decompose(gold_tree(q), q))
+
+    def answer(q: str, i: int) -> str:  # option 0: a wrong tree shape; option 1: the gold step
+        return 'RETRIEVE(query="I listened to a song")' if i == 0 else gold_steps.get(q, "garbage(")
+
+    dec = ICLDecomposer(Scripted(answer), load_examples(), n_options=2)
+    pairs, stats = distill_pairs(dec, dataset_dir, ("train",), max_questions=4, max_trees_per_question=5)
+    kept = {k: v for k, v in stats.items() if k.startswith("kept_")}
+    assert stats["questions"] == 4 and sum(kept.values()) + stats.get("no_tree", 0) + stats.get(
+        "no_tree_ran", 0) == 4
+    assert pairs and all(p.source.startswith("icl:") for p in pairs)
+    assert stats["decomposer_stats"]["rejected"] == 0
+
+    garbage = ICLDecomposer(Scripted(lambda q, i: "I am not an operator"), load_examples(), n_options=1)
+    pairs, stats = distill_pairs(garbage, dataset_dir, ("dev",), max_questions=3)
+    assert pairs == [] and stats["no_tree"] == 3 and stats["decomposer_stats"]["rejected"] == 3
+
+
+# -- a real served model --------------------------------------------------------------------------------------
+@pytest.mark.server
+def test_icl_decomposer_against_transformers_serve(served: tuple[str, str], examples) -> None:
+    from convohub.llm import EndpointBackend
+
+    url, model = served
+    endpoint = EndpointBackend(url, model, max_retries=1, timeout=60, backoff=(0.1, 0.5))
+    shortest = sorted(examples, key=lambda e: len(e.search_text))[:1]
+    dec = ICLDecomposer(endpoint, shortest, n_options=2, k_examples=1, max_new_tokens=24,
+                        instruction="Answer with one operator call.")
+    trees = list(dec.candidates("How many workouts did I do?"))  # the tiny random model writes garbage
+    s = dec.stats
+    assert s.llm_calls == 2 and s.outputs + s.failed_calls == s.llm_calls and s.outputs >= 1
+    assert s.parsed + s.rejected == s.outputs and s.trees == len(trees)
+    assert all(not placeholders(parse_tree(t)) for t in trees)
+
+
+# -- tiny SFT end to end ----------------------------------------------------------------------------------------
+@pytest.fixture(scope="module")
+def sft_model(dataset_dir, tmp_path_factory) -> Path:
+    from convohub.cli import load_script
+
+    out = tmp_path_factory.mktemp("qud-sft")
+    load_script(SCRIPT).main([
+        "--config", str(ROOT / "training" / "reqap_qud" / "tiny.yaml"), "--dataset_path", str(dataset_dir),
+        "--output_dir", str(out), "--max_train_pairs", "48", "--num_train_epochs", "1",
+        "--tokenizer_vocab_size", "512", "--max_input_tokens", "200", "--max_length", "256",
+        "--max_new_tokens", "40", "--tiny_hidden_size", "64", "--tiny_layers", "2"])
+    return out
+
+
+def test_sft_prompts_are_tokenized_alike_in_training_and_inference(sft_model) -> None:
+    """The grammar's pieces are single tokens, and the chat prompt trl trains on (apply_chat_template,
+    tokenized) is token for token the one TransformersBackend generates from (rendered text, re-encoded)."""
+    from transformers import AutoTokenizer
+
+    from convohub.cli import load_script
+
+    tok = AutoTokenizer.from_pretrained(sft_model)
+    units = load_script(SCRIPT).grammar_units()
+    assert '{{ QU(question="' in units and "FILTER(l=" in units
+    for unit in units:
+        assert len(tok(unit, add_special_tokens=False)["input_ids"]) == 1, unit
+    step = 'FILTER(l={{ QU(question="Which runs did I do?") }}, filter=lambda attr: attr[\'distance\'] > 5)'
+    assert tok.decode(tok(step, add_special_tokens=False)["input_ids"]) == step
+    messages = history_messages((("How many long runs did I do?", f"APPLY(l={Placeholder('x').text}, fct=len)"),),
+                                "Which long runs did I do?")
+    trained = tok.apply_chat_template(messages, tokenize=True, add_generation_prompt=True)
+    trained = trained["input_ids"] if hasattr(trained, "keys") else trained
+    text = tok.apply_chat_template(messages, tokenize=False, add_generation_prompt=True)
+    assert list(trained) == tok(text, add_special_tokens=False)["input_ids"]
+
+
+def test_tiny_sft_model_drives_the_same_recursion(sft_model) -> None:
+    results = json.loads((sft_model / "eval_results.json").read_text())
+    assert results["train_pairs"] == 48 and results["data"]["source"] == OFFLINE_SOURCE
+    assert json.loads((sft_model / "qud_config.json").read_text()) == {"max_input_tokens": 200,
+                                                                      "max_new_tokens": 40}
+    dec = SFTDecomposer(sft_model, device="cpu", max_trees=3)
+    assert dec.max_input_tokens == 200 and dec.max_new_tokens == 40
+    trees = list(dec.candidates("How many workouts did I do in 2023?"))
+    s = dec.stats
+    assert s.llm_calls >= 1 and s.outputs == s.parsed + s.rejected and len(trees) <= 3
+    assert all(not placeholders(parse_tree(t)) for t in trees)
+
+
+def test_evaluate_and_card_report_measured_numbers(sft_model, dataset_dir, tmp_path) -> None:
+    from convohub.reqap import qud_model
+    from convohub.reqap.gold_trees import gold_tree
+
+    results = qud_model.evaluate(sft_model, dataset_dir, "test", max_questions=4, max_trees=2)
+    assert {"hit@1", "rlx_hit@1", "rlx_hit@1_20", "tree_exact_match", "parse_rate", "tree_rate",
+            "questions", "questions_with_gold_tree", "decomposer_stats"} <= set(results)
+    assert results["questions"] == 4 and 0 <= results["parse_rate"] <= 1
+
+    # the measurement can score: a decomposer that returns the gold trees matches them exactly
+    questions = {q["question"]: q for q in load_questions(dataset_dir, "test")}
+
+    class Gold(Plain):
+        def candidates(self, question):
+            tree = gold_tree(questions[question])
+            if tree:
+                yield tree
+
+    oracle = qud_model.evaluate(None, dataset_dir, "test", max_questions=None,
+                                decomposer=Gold(Scripted(lambda q, i: "")))
+    assert oracle["questions_with_gold_tree"] > 0 and oracle["tree_exact_match"] == 1.0
+    assert oracle["hit@1"] > 0
+
+    recipe = qud_model.recipe_path(ROOT, "tiny")
+    folder = qud_model.publish(HubTarget(tmp_path / "hub"), "tiny", sft_model, results, recipe)
+    meta, body = read_card(folder / "README.md")
+    metrics = {r["metrics"][0]["type"]: r["metrics"][0]["value"] for r in meta["model-index"][0]["results"]}
+    assert metrics["hit@1"] == results["hit@1"] and metrics["exact_match"] == results["tree_exact_match"]
+    assert metrics["rlx_hit@1"] == results["rlx_hit@1"]
+    assert OFFLINE_SOURCE in body and meta["license"] == "mit"
+    assert qud_model.model_name("paper").startswith("Llama") and qud_model.model_name("paper_l").startswith("Llama")

@@ -1,0 +1,88 @@
+"""The ReQAP Space: export it, launch the app on loopback over a small PerQA and call it with gradio_client
+(persona question, CSV upload, the persona list), checking answer, operator tree and per-node trace."""
+
+from __future__ import annotations
+
+import csv
+import json
+from datetime import date
+from pathlib import Path
+
+import pytest
+
+from convohub.hub import HubTarget, read_card
+from convohub.perqa import PerQAConfig, build_perqa, generate_perqa
+
+ROOT = Path(__file__).resolve().parents[1]
+TV_HOURS = "How many hours have I spent watching TV series altogether?"
+
+
+@pytest.fixture(scope="module")
+def dataset(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    data = generate_perqa(PerQAConfig(n_personas=3, start_date=date(2024, 6, 1), seed=1, max_instances=1))
+    return build_perqa(HubTarget(tmp_path_factory.mktemp("hub")), ROOT, data=data)
+
+
+def test_export_space(tmp_path: Path) -> None:
+    from convohub.reqap.space import export_space
+
+    target = HubTarget(tmp_path)
+    folder = export_space(target, ROOT, dataset_id=target.repo_id("perqa"), models=[target.repo_id("m")])
+    meta, _ = read_card(folder / "README.md")
+    assert meta["sdk"] == "gradio" and meta["app_file"] == "app.py" and (folder / "app.py").is_file()
+    assert meta["datasets"] == [target.repo_id("perqa")] and meta["models"] == [target.repo_id("m")]
+    assert (folder / "requirements.txt").read_text().startswith("convohub")
+
+
+def _write_csv(path: Path, dataset: Path) -> Path:
+    from convohub.perqa import events_from_dataset
+
+    rows = events_from_dataset(dataset, "test_persona_0")
+    with path.open("w", newline="", encoding="utf-8") as f:
+        w = csv.writer(f)
+        cols = ["id", "structured_event_id", "start_date", "start_time", "end_date", "end_time", "event_type",
+                "event_data", "properties_mentioned"]
+        w.writerow(cols)
+        for r in rows:
+            w.writerow([json.dumps(r[c]) if c in ("event_data", "properties_mentioned") else r[c] for c in cols])
+    return path
+
+
+def test_app_answers_with_tree_and_trace(dataset: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    from gradio_client import Client, handle_file
+
+    from convohub.cli import load_script
+
+    monkeypatch.setenv("CONVOHUB_DATASET", str(dataset.resolve()))
+    app = load_script(ROOT / "spaces" / "reqap" / "app.py")
+    app.demo.launch(server_name="127.0.0.1", prevent_thread_lock=True, quiet=True)
+    try:
+        client = Client(app.demo.local_url, verbose=False)
+        personas = client.predict(api_name="/personas")
+        assert personas[0] == "test_persona_0"
+        answer, tree, trace = client.predict("test_persona_0", None, TV_HOURS, api_name="/answer")
+        assert float(answer) > 0
+        assert "APPLY(" in tree and "\n  EXTRACT(" in tree and "\n    RETRIEVE(" in tree
+        assert trace["headers"][:3] == ["node", "depth", "operator"]
+        assert [row[2] for row in trace["data"]] == ["APPLY", "EXTRACT", "RETRIEVE"]
+        assert int(trace["data"][2][5]) > 0  # RETRIEVE output size
+
+        upload = _write_csv(tmp_path / "p_obs.csv", dataset)
+        same, _, _ = client.predict("(uploaded file)", handle_file(str(upload)), TV_HOURS, api_name="/answer")
+        assert same == answer
+        failed, tree2, rows = client.predict("test_persona_0", None, "What is the meaning of life?",
+                                             api_name="/answer")
+        assert "NoTree" in failed and "(no tree)" in tree2
+    finally:
+        app.demo.close()
+
+
+def test_ics_upload_becomes_calendar_events(tmp_path: Path) -> None:
+    from convohub.reqap.space import events_from_ics
+
+    ics = tmp_path / "cal.ics"
+    ics.write_text("BEGIN:VCALENDAR\r\nBEGIN:VEVENT\r\nDTSTART:20241101T100000\r\nDTEND:20241101T110000\r\n"
+                   "SUMMARY:Dentist\r\n appointment\r\nLOCATION:Main St\\, 5\r\nEND:VEVENT\r\nEND:VCALENDAR\r\n")
+    [event] = events_from_ics(ics).events
+    assert event["summary"] == "Dentistappointment" and event["location"] == "Main St, 5"
+    assert event["start_date"] == "2024-11-01" and event["start_time"] == "10:00:00" and event["source"] == "calendar"
