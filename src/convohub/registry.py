@@ -23,6 +23,7 @@ SYSTEM_MODULES: tuple[str, ...] = (
     "convohub.metrics.system",
     "convohub.perqa.system",
     "convohub.reqap.system",
+    "convohub.wildfeedback.system",
 )
 
 STEP_KINDS = ("build", "train", "evaluate", "card", "space")

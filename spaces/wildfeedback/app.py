@@ -1,0 +1,89 @@
+"""WildFeedback explorer: paste a conversation, see per-turn SAT/DSAT labels and the summarised preferences,
+then compare the base model's and the aligned model's answers to the query with the checklist judge.
+
+Environment: CONVOHUB_MODEL (aligned model, Hub id or folder), CONVOHUB_BASE_MODEL (its base model;
+``convohub-tiny:causal`` builds convohub's tiny chat model offline), CONVOHUB_JUDGE_MODEL ("lexical" = the
+offline rule-based stand-in, a local chat model folder, or a model name at CONVOHUB_JUDGE_BASE_URL).
+Labels and summaries use CONVOHUB_LLM_* when set, else convohub's rule labeller. `demo` is built at import;
+it launches only when run as a script.
+"""
+
+from __future__ import annotations
+
+import os
+from functools import lru_cache
+from typing import Any
+
+import gradio as gr
+
+from convohub.wildfeedback.space import EXAMPLE, analyse, compare, parse_conversation
+
+MODEL = os.environ.get("CONVOHUB_MODEL", "convohub/wildfeedback-tiny-dpo")
+BASE_MODEL = os.environ.get("CONVOHUB_BASE_MODEL", "convohub-tiny:causal")
+JUDGE_MODEL = os.environ.get("CONVOHUB_JUDGE_MODEL", "lexical")
+JUDGE_BASE_URL = os.environ.get("CONVOHUB_JUDGE_BASE_URL") or None
+
+
+@lru_cache(maxsize=1)
+def _llm() -> Any:
+    from convohub.llm import backend_from_env
+
+    return backend_from_env()  # None -> rule labeller and summariser
+
+
+@lru_cache(maxsize=1)
+def _backends() -> tuple[Any, Any, Any]:
+    from convohub.wildfeedback.evaluation import resolve_eval_judge, response_backend
+
+    return (response_backend(BASE_MODEL, batch_size=1), response_backend(MODEL, batch_size=1),
+            resolve_eval_judge(judge_base_url=JUDGE_BASE_URL, judge_model=JUDGE_MODEL))
+
+
+def _turns(text: str) -> list[dict[str, str]]:
+    try:
+        return parse_conversation(text)
+    except ValueError as exc:
+        raise gr.Error(str(exc)) from exc
+
+
+def labels(text: str) -> tuple[list[list[str]], list[dict[str, Any]], str]:
+    """Per-user-turn SAT/DSAT labels, the preference summary, and what produced them."""
+    out = analyse(_turns(text), _llm())
+    note = (f"labeller: {out['labeller']}; conversation is SAT: {out['sat']}, DSAT: {out['dsat']}"
+            + (" (offline rule labeller standing in for the paper's GPT-4o)" if out["labeller"].startswith("rules")
+               else ""))
+    return out["rows"], out["summary"], note
+
+
+def side_by_side(text: str, max_new_tokens: float = 48) -> tuple[str, str, dict[str, Any]]:
+    """Base vs aligned answer to the query the preferences are about, and the judge's verdict."""
+    turns = _turns(text)
+    summary = analyse(turns, _llm())["summary"]
+    base, aligned, judge = _backends()
+    out = compare(turns, base, aligned, judge, max_new_tokens=int(max_new_tokens), summary=summary)
+    return out["base"], out["aligned"], out["verdict"]
+
+
+with gr.Blocks(title="WildFeedback explorer") as demo:
+    gr.Markdown("# WildFeedback explorer\nUser feedback in a conversation -> SAT/DSAT labels -> preferences -> "
+                f"base (`{BASE_MODEL}`) vs aligned (`{MODEL}`) answers, judged with the preferences as the "
+                f"checklist (judge: `{JUDGE_MODEL}`). With tiny models and the lexical judge this is a plumbing "
+                "demo, not a quality comparison.")
+    conversation = gr.Textbox(label="conversation (User: / Assistant: lines, or ShareGPT JSON)", value=EXAMPLE,
+                              lines=8)
+    with gr.Tab("Feedback and preferences"):
+        table = gr.Dataframe(headers=["turn", "user utterance", "SAT", "DSAT", "state"], interactive=False)
+        prefs = gr.JSON(label="summarised preferences")
+        source = gr.Textbox(label="produced by")
+        gr.Button("Label").click(labels, conversation, [table, prefs, source], api_name="labels")
+    with gr.Tab("Base vs aligned"):
+        n_tokens = gr.Slider(8, 128, value=48, step=8, label="max new tokens")
+        with gr.Row():
+            base_out = gr.Textbox(label="base model")
+            aligned_out = gr.Textbox(label="aligned model")
+        verdict = gr.JSON(label="judge verdict")
+        gr.Button("Compare").click(side_by_side, [conversation, n_tokens], [base_out, aligned_out, verdict],
+                                   api_name="compare")
+
+if __name__ == "__main__":
+    demo.launch()

@@ -1,0 +1,272 @@
+"""Build the ``wildfeedback`` dataset repository: preference pairs, SAT/DSAT annotations, user preferences,
+the held-out test set, and a card with the paper's Table 1 / Table 6 statistics computed from the data.
+
+Two ways in: ``source`` (a folder with any of the released files, normalised and PII-scrubbed; the configs
+whose files are present are built) or no source (the pipeline of :mod:`convohub.wildfeedback.pipeline` over
+the seeded WildChat-format sample corpus, with the configured LLM or the offline stand-ins).
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Iterable, Mapping, Sequence
+from pathlib import Path
+from string import Template
+from typing import Any
+
+from convohub.hub import DatasetCardInfo, HubTarget, markdown_table, write_dataset
+from convohub.wildfeedback.pipeline import (
+    PAIR_COLUMNS,
+    Backends,
+    PipelineResult,
+    Settings,
+    messages_of,
+    public_row,
+    run_pipeline,
+)
+
+DATASET_NAME = "wildfeedback"
+DEFAULT_USERS = 200
+CITATION = """@article{shi2024wildfeedback,
+  title   = {WildFeedback: Aligning LLMs With In-situ User Interactions And Feedback},
+  author  = {Taiwei Shi and Zhuoer Wang and Longqi Yang and Ying-Chun Lin and Zexue He and Mengting Wan and
+             Pei Zhou and Sujay Jauhar and Sihao Chen and Shan Xia and Hongfei Zhang and Jieyu Zhao and
+             Xiaofeng Xu and Xia Song and Jennifer Neville},
+  journal = {arXiv preprint arXiv:2408.15549},
+  year    = {2024}
+}"""
+
+
+def _features(config: str) -> Any:
+    import datasets
+
+    s, strings, b = datasets.Value("string"), datasets.List(datasets.Value("string")), datasets.Value("bool")
+    i = datasets.Value("int64")
+    msgs = datasets.List({"role": s, "content": s})
+    if config in ("wildfeedback", "test"):
+        return datasets.Features({"id": s, "conversation_id": s, "user_id": s, "variant": s, "prompt": msgs,
+                                  "preferences": strings, "chosen": s, "rejected": s, "sat_labels": strings,
+                                  "dsat_labels": strings, "domain": s, "intent": s})
+    if config == "sat_dsat_annotation":
+        return datasets.Features({"conversation_id": s, "utterance_id": i, "turn_id": i, "role": s, "content": s,
+                                  "summary": s, "state": s, "preceding_topical_relation": s, "domain": s,
+                                  "intent": s, "sat": b, "dsat": b, "satisfaction": strings,
+                                  "dissatisfaction": strings, "labeller": s})
+    return datasets.Features({"id": s, "conversation_id": s, "user_id": s, "query": i, "prompt": msgs,
+                              "preferences": strings, "labeller": s})
+
+
+def annotation_rows(result: PipelineResult) -> Iterable[dict[str, Any]]:
+    """One row per utterance of every labelled conversation (the released ``sat_dsat_annotation`` shape)."""
+    for conv in result.conversations:
+        entry = result.labels.get(conv["conversation_id"])
+        if entry is None or "result" not in entry:
+            continue
+        labels = entry["result"]["turns"]
+        k = 0
+        for u, turn in enumerate(messages_of(conv)):
+            is_user = turn["role"] == "user"
+            k += is_user
+            lab = labels[k - 1] if is_user and k >= 1 else None
+            yield {"conversation_id": conv["conversation_id"], "utterance_id": u, "turn_id": max(k, 1),
+                   "role": turn["role"], "content": turn["content"],
+                   "summary": lab["summary"] if lab else None, "state": lab["state"] if lab else None,
+                   "preceding_topical_relation": lab["preceding_topical_relation"] if lab else None,
+                   "domain": lab["domain"] if lab else None, "intent": lab["intent"] if lab else None,
+                   "sat": bool(lab) and any(x != "N/A" for x in lab["satisfaction"]),
+                   "dsat": bool(lab) and any(x != "N/A" for x in lab["dissatisfaction"]),
+                   "satisfaction": [x for x in lab["satisfaction"] if x != "N/A"] if lab else [],
+                   "dissatisfaction": [x for x in lab["dissatisfaction"] if x != "N/A"] if lab else [],
+                   "labeller": entry["result"]["labeller"]}
+
+
+def preference_rows(result: PipelineResult) -> list[dict[str, Any]]:
+    by_id = {c["conversation_id"]: c for c in result.conversations}
+    out = []
+    for cid, summary in result.summaries.items():
+        conv = by_id[cid]
+        msgs = messages_of(conv)
+        users = [i for i, m in enumerate(msgs) if m["role"] == "user"]
+        labeller = result.backends.get("summariser") or "rules:preference-templates-v1"
+        for entry in summary:
+            out.append({"id": f"{cid}-q{entry['query']}", "conversation_id": cid, "user_id": conv["user_id"],
+                        "query": entry["query"], "prompt": msgs[: users[entry["query"] - 1] + 1],
+                        "preferences": entry["preferences"], "labeller": labeller})
+    return out
+
+
+def table1(annotations: Iterable[Mapping[str, Any]]) -> dict[str, int]:
+    """The paper's Table 1 from utterance rows (streamed: only per-conversation flags are kept)."""
+    convs: dict[str, list[bool]] = {}
+    utt = sat_utt = dsat_utt = 0
+    for row in annotations:
+        utt += 1
+        flags = convs.setdefault(row["conversation_id"], [False, False])
+        sat_utt += bool(row["sat"])
+        dsat_utt += bool(row["dsat"])
+        flags[0] |= bool(row["sat"])
+        flags[1] |= bool(row["dsat"])
+    return {"# Conv.": len(convs), "# Utt.": utt, "# SAT Conv.": sum(f[0] for f in convs.values()),
+            "# DSAT Conv.": sum(f[1] for f in convs.values()), "# SAT Utt.": sat_utt, "# DSAT Utt.": dsat_utt}
+
+
+def table6(rows_by_config: Mapping[str, Sequence[Mapping[str, Any]]]) -> list[list[Any]]:
+    """Table 6 rows (pairs, mean prompt/response tokens) per config and variant."""
+    from transformers import AutoTokenizer
+
+    from convohub.training.models import resolve_model
+
+    tok = AutoTokenizer.from_pretrained(resolve_model("minilm"))
+
+    def n_tokens(text: str) -> int:
+        return len(tok(text, add_special_tokens=False)["input_ids"])
+
+    out = []
+    for config, rows in rows_by_config.items():
+        for variant in sorted({r["variant"] for r in rows}):
+            sel = [r for r in rows if r["variant"] == variant]
+            prompt = sum(n_tokens("\n".join(m["content"] for m in r["prompt"])) for r in sel) / len(sel)
+            response = sum(n_tokens(r["chosen"]) + n_tokens(r["rejected"]) for r in sel) / (2 * len(sel))
+            multi = sum(len(r["prompt"]) > 1 for r in sel)
+            out.append([config, variant, len(sel), f"{prompt:.0f}", f"{response:.0f}", f"{multi}/{len(sel)}"])
+    return out
+
+
+def _dataset(config: str, rows: Sequence[Mapping[str, Any]]) -> Any:
+    import datasets
+
+    return datasets.Dataset.from_list(list(rows), features=_features(config))
+
+
+def _counts_table(counts: Mapping[str, Any]) -> str:
+    flat = []
+    for key, value in counts.items():
+        if isinstance(value, Mapping):
+            flat.extend([f"{key}: {k}", v] for k, v in value.items())
+        else:
+            flat.append([key, value])
+    return markdown_table(["stage / count", "value"], flat)
+
+
+def sample_conversations(n_users: int, seed: int) -> list[dict[str, Any]]:
+    """The seeded WildChat-format corpus, normalised, de-duplicated and PII-scrubbed like wildchat-sample."""
+    from convohub.conversations import generate_wildchat_sample
+    from convohub.corpus.dataset import normalise
+
+    splits, _ = normalise(generate_wildchat_sample(n_users=n_users, seed=seed))
+    return [r for split in splits.values() for r in split]
+
+
+def build_from_pipeline(target: HubTarget, repo: Path, work: Path, *, backends: Backends | None = None,
+                        settings: Settings | None = None, n_users: int = DEFAULT_USERS,
+                        conversations: Sequence[Mapping[str, Any]] | None = None) -> Path:
+    settings = settings or Settings()
+    convs = list(conversations) if conversations is not None else sample_conversations(n_users, settings.seed)
+    result = run_pipeline(convs, work, backends, settings)
+    annotations = list(annotation_rows(result))
+    configs = {"wildfeedback": {"train": _dataset("wildfeedback", [public_row(r) for r in result.train])},
+               "test": {"test": _dataset("test", [public_row(r) for r in result.test])},
+               "sat_dsat_annotation": {"train": _dataset("sat_dsat_annotation", annotations)},
+               "user_preference": {"train": _dataset("user_preference", preference_rows(result))}}
+    from convohub.wildfeedback.agreement import agreement
+
+    labelled = [(messages_of(c), result.labels[c["conversation_id"]]["result"]) for c in result.conversations
+                if "result" in result.labels.get(c["conversation_id"], {})]
+    from convohub.wildfeedback.labels import FeedbackResult
+
+    agree = agreement((t, FeedbackResult.from_dict(r)) for t, r in labelled)
+    b = result.backends
+    provenance = (
+        f"Built by `convohub datasets build {DATASET_NAME}` from {len(convs)} conversations of the seeded "
+        f"WildChat-format sample corpus (`generate_wildchat_sample(n_users={n_users}, seed={settings.seed})`, "
+        "synthetic, no real user data), normalised and PII-scrubbed like `wildchat-sample`.\n\n"
+        f"- feedback labels: `{b['labeller'] or 'rules:lexicon-v1'}`"
+        + (" (the transparent lexicon/rule labeller of `convohub.wildfeedback.rules`, standing in for the "
+           "GPT-4o SPUR call)" if b["labeller"] is None else "") + "\n"
+        f"- preference summaries: `{b['summariser'] or 'rules:preference-templates-v1'}`"
+        + (" (sentences written by rules from the DSAT labels and the user's own words)" if b["summariser"] is None
+           else "") + "\n"
+        "- expert `chosen`: " + ("the conversation's own later assistant response that answered the user's "
+                                  "feedback (the revised answer), not a newly generated response" if b["expert"] is None
+                                  else f"generated by `{b['expert']}` from the preferences plus \"The response "
+                                       "should be safe.\"") + "\n"
+        "- on-policy: " + (f"policy `{b['policy']}`, judge `{b['judge']}`" if b["policy"] and b["judge"]
+                            else result.on_policy_note))
+    agreement_table = markdown_table(
+        ["signal", "accuracy", "precision", "recall", "F1", "kappa", "reference positives", "turns"],
+        [[k, *(f"{100 * v[m]:.1f}" for m in ("accuracy", "precision", "recall", "f1", "kappa")),
+          int(v["support"]), int(v["turns"])] for k, v in agree.items()])
+    stats = {"table1": table1(annotations), "counts": result.counts, "agreement": agree}
+    return _write(target, repo, configs, provenance, stats, table6({"wildfeedback": [public_row(r) for r in result.train],
+                                                                    "test": [public_row(r) for r in result.test]}),
+                  agreement_table, license_id="cc-by-4.0")
+
+
+def build_from_source(target: HubTarget, repo: Path, source: Path) -> Path:
+    from convohub.wildfeedback import source as src
+
+    folder = Path(source)
+    present = {c: folder / f for c, f in src.FILES.items() if (folder / f).exists()}
+    if not present:
+        raise FileNotFoundError(f"{folder} holds none of {sorted(src.FILES.values())}; download them from the "
+                                "microsoft/WildFeedback dataset repository")
+    configs: dict[str, dict[str, Any]] = {}
+    stats: dict[str, Any] = {"files": {c: p.name for c, p in present.items()}}
+    t6: list[list[Any]] = []
+    if "wildfeedback" in present:
+        rows = list(src.read_wildfeedback(present["wildfeedback"]))
+        configs["wildfeedback"] = {"train": _dataset("wildfeedback", rows)}
+        t6 = table6({"wildfeedback": rows}) if rows else []
+    if "sat_dsat_annotation" in present:
+        import datasets
+
+        path = present["sat_dsat_annotation"]
+        features = _features("sat_dsat_annotation")
+        ds = datasets.Dataset.from_generator(
+            lambda: ({**r, "summary": None} for r in src.read_annotations(path)), features=features)
+        configs["sat_dsat_annotation"] = {"train": ds}
+        stats["table1"] = table1(ds)
+    if "user_preference" in present:
+        configs["user_preference"] = {"train": _dataset("user_preference",
+                                                        list(src.read_user_preferences(present["user_preference"])))}
+    provenance = (f"Normalised from the released files {', '.join(f'`{p.name}`' for p in present.values())} by "
+                  f"`convohub datasets build {DATASET_NAME} --source ...` (streamed; every text PII-scrubbed). "
+                  "Files that were absent give no config. The release has no held-out test set, so the `test` "
+                  "config is built only by the pipeline.")
+    return _write(target, repo, configs, provenance, stats, t6, "", license_id="odc-by")
+
+
+def _write(target: HubTarget, repo: Path, configs: dict[str, Any], provenance: str, stats: Mapping[str, Any],
+           t6: list[list[Any]], agreement_table: str, license_id: str) -> Path:
+    t1 = stats.get("table1")
+    body = Template((repo / "dataset_scripts" / "wildfeedback" / "card.md").read_text(encoding="utf-8")).substitute(
+        provenance=provenance,
+        table1=markdown_table(list(t1), [list(t1.values())]) if t1 else "(no `sat_dsat_annotation` config built)",
+        table6=markdown_table(["config", "variant", "# pairs", "prompt length", "response length", "multi-turn"], t6)
+        if t6 else "(no preference pairs built)",
+        agreement=agreement_table or "(not measured: labels come from the release)",
+        counts=_counts_table(stats["counts"]) if "counts" in stats else "(normalised release: no pipeline stages)",
+    )
+    card = DatasetCardInfo(
+        pretty_name="WildFeedback (convohub build)", license=license_id, description=body, citation=CITATION,
+        language=("en", "es", "fr", "de", "zh", "ru", "pt"),
+        task_categories=("text-generation",), tags=("convohub", "wildfeedback", "preference", "dpo", "wildchat"),
+    )
+    return write_dataset(target, DATASET_NAME, configs, card, default_config="wildfeedback")
+
+
+def statistics_json(folder: Path) -> dict[str, Any]:
+    """Row counts per config of a built folder (used by tests and the report)."""
+    from convohub.hub import load_local
+
+    out = {}
+    for config, split in (("wildfeedback", "train"), ("test", "test"), ("sat_dsat_annotation", "train"),
+                          ("user_preference", "train")):
+        try:
+            out[config] = len(load_local(folder, config, split))
+        except (FileNotFoundError, ValueError, KeyError):
+            continue
+    return json.loads(json.dumps(out))
+
+
+__all__ = ["DATASET_NAME", "PAIR_COLUMNS", "build_from_pipeline", "build_from_source", "table1", "table6"]

@@ -1,0 +1,317 @@
+"""The WildFeedback pipeline end to end, stage by stage, resumable under a work folder.
+
+Stages (each logs its counts into ``counts``; each writes ``<work>/<stage>.json`` atomically when done and
+is skipped on the next run when that file exists for the same settings; LLM calls go through a
+:class:`~convohub.llm.CachedBackend` under ``<work>/llm-cache`` so an interrupted stage repeats no call):
+
+1. ``labels`` -- feedback signal identification of every multi-turn conversation (one call each);
+2. ``summaries`` -- preference summaries of the DSAT conversations;
+3. ``pairs`` -- preference pairs: the expert variant always, the on-policy variant when a policy and a
+   judge are given (kept only when the checklist judge prefers the guided response: outcome "win"; ties,
+   losses and judge parse failures are dropped and counted); pairs with chosen == rejected dropped;
+4. ``split`` -- test users' pairs -> clustered, de-duplicated test set; everyone else's -> train.
+
+Offline (no backend) the expert "chosen" response is the conversation's own later assistant response that
+answered the user's feedback (the revised answer); with a backend it is generated from the preferences plus
+the safety instruction, as in the paper.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import re
+from collections import Counter
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import asdict, dataclass, field
+from pathlib import Path
+from typing import Any
+
+from convohub.llm import CachedBackend, ChatBackend, ChatRequest, run_chat
+from convohub.wildfeedback.identify import group_turns, identify_many
+from convohub.wildfeedback.labels import NA, FeedbackResult
+from convohub.wildfeedback.preferences import guided_messages, summarise_many
+from convohub.wildfeedback.split import is_test_user, select_test
+
+VARIANT_EXPERT = "expert"
+VARIANT_ON_POLICY = "on_policy"
+RESPONSE_MAX_NEW_TOKENS = 1024
+
+
+@dataclass
+class Settings:
+    """Everything that changes the output (part of each stage's fingerprint)."""
+
+    test_clusters: int = 8
+    test_per_cluster: int = 3
+    near_duplicate: float = 0.95
+    max_attempts: int = 3
+    seed: int = 0
+    response_max_new_tokens: int = RESPONSE_MAX_NEW_TOKENS
+    label_max_new_tokens: int = 2048
+
+
+@dataclass
+class Backends:
+    """Which model does what; ``None`` = the offline stand-in (or, for the on-policy pair, skip)."""
+
+    labeller: ChatBackend | None = None
+    summariser: ChatBackend | None = None
+    expert: ChatBackend | None = None
+    policy: ChatBackend | None = None
+    judge: ChatBackend | None = None
+
+    def describe(self) -> dict[str, str | None]:
+        return {k: (None if v is None else v.name) for k, v in asdict_shallow(self).items()}
+
+
+def asdict_shallow(obj: Any) -> dict[str, Any]:
+    return {k: getattr(obj, k) for k in obj.__dataclass_fields__}
+
+
+@dataclass
+class PipelineResult:
+    conversations: list[dict[str, Any]]
+    labels: dict[str, dict[str, Any]]
+    summaries: dict[str, list[dict]]
+    train: list[dict[str, Any]]
+    test: list[dict[str, Any]]
+    counts: dict[str, Any] = field(default_factory=dict)
+    backends: dict[str, str | None] = field(default_factory=dict)
+    on_policy_note: str = ""
+
+
+def messages_of(conv: Mapping[str, Any]) -> list[dict[str, str]]:
+    return [{"role": t["role"], "content": t["content"]} for t in conv["turns"]]
+
+
+def _cached(backend: ChatBackend | None, work: Path) -> ChatBackend | None:
+    if backend is None or isinstance(backend, CachedBackend):
+        return backend
+    return CachedBackend(backend, work / "llm-cache")
+
+
+def _stage(work: Path, name: str, fingerprint: Mapping[str, Any], compute: Callable[[], Any]) -> Any:
+    """Run ``compute`` unless ``<work>/<name>.json`` holds a result for the same fingerprint."""
+    from convohub.hub import atomic_write_text
+
+    path = work / f"{name}.json"
+    if path.exists():
+        saved = json.loads(path.read_text(encoding="utf-8"))
+        if saved.get("fingerprint") == fingerprint:
+            return saved["value"]
+    value = compute()
+    atomic_write_text(path, json.dumps({"fingerprint": fingerprint, "value": value}, ensure_ascii=False))
+    return value
+
+
+def _digest(obj: Any) -> str:
+    return hashlib.sha256(json.dumps(obj, sort_keys=True, ensure_ascii=False).encode()).hexdigest()[:16]
+
+
+def _user_positions(turns: Sequence[Mapping[str, str]]) -> list[int]:
+    return [i for i, t in enumerate(turns) if t["role"] == "user"]
+
+
+def _response_after(turns: Sequence[Mapping[str, str]], pos: int) -> str | None:
+    nxt = pos + 1
+    return turns[nxt]["content"] if nxt < len(turns) and turns[nxt]["role"] == "assistant" else None
+
+
+def _same(a: str, b: str) -> bool:
+    return re.sub(r"\s+", " ", a).strip() == re.sub(r"\s+", " ", b).strip()
+
+
+def episode_rows(conv: Mapping[str, Any], result: FeedbackResult, summary: list[dict]) -> tuple[list[dict], Counter]:
+    """Pair skeletons (everything but ``chosen``/``variant``) plus ``revised`` (the offline chosen)."""
+    turns = messages_of(conv)
+    positions = _user_positions(turns)
+    dropped: Counter[str] = Counter()
+    rows = []
+    for entry in summary:
+        q = entry["query"]
+        rejected = _response_after(turns, positions[q - 1])
+        dsat_after = [k for k in range(q + 1, len(positions) + 1) if result.turns[k - 1].dsat]
+        if rejected is None:
+            dropped["no_response_to_query"] += 1
+            continue
+        if not dsat_after:
+            dropped["no_dsat_after_query"] += 1
+            continue
+        run = [dsat_after[0]]
+        while run[-1] + 1 <= len(positions) and result.turns[run[-1]].dsat:
+            run.append(run[-1] + 1)
+        after = run + ([run[-1] + 1] if run[-1] < len(positions) else [])
+        revised = _response_after(turns, positions[run[-1] - 1])
+        query_label = result.turns[q - 1]
+        rows.append({
+            "id": f"{conv['conversation_id']}-q{q}",
+            "conversation_id": conv["conversation_id"],
+            "user_id": conv["user_id"],
+            "prompt": turns[: positions[q - 1] + 1],
+            "preferences": list(entry["preferences"]),
+            "rejected": rejected,
+            "revised": revised,
+            "sat_labels": list(dict.fromkeys(s for k in after for s in result.turns[k - 1].satisfaction if s != NA)),
+            "dsat_labels": list(dict.fromkeys(d for k in run for d in result.turns[k - 1].dissatisfaction if d != NA)),
+            "domain": query_label.domain,
+            "intent": query_label.intent,
+            "query": q,
+        })
+    return rows, dropped
+
+
+def _generate(backend: ChatBackend, chats: Sequence[list[dict[str, str]]], max_new_tokens: int,
+              desc: str) -> list[str | None]:
+    requests = [ChatRequest(messages=m, max_new_tokens=max_new_tokens, temperature=0.0) for m in chats]
+    responses = run_chat(backend, requests, desc=desc)
+    return [r.text.strip() if r.ok and r.text.strip() else None for r in responses]
+
+
+def expert_pairs(skeletons: Sequence[dict], backend: ChatBackend | None, max_new_tokens: int) -> tuple[list[dict],
+                                                                                                         Counter]:
+    counts: Counter[str] = Counter(episodes=len(skeletons))
+    if backend is None:
+        chosen = [s["revised"] for s in skeletons]
+    else:
+        chosen = _generate(backend, [guided_messages(s["prompt"], s["preferences"]) for s in skeletons],
+                           max_new_tokens, "expert responses")
+    out = []
+    for s, c in zip(skeletons, chosen, strict=True):
+        if c is None:
+            counts["dropped_no_chosen" if backend is None else "dropped_generation_failed"] += 1
+        elif _same(c, s["rejected"]):
+            counts["dropped_chosen_equals_rejected"] += 1
+        else:
+            out.append({**s, "variant": VARIANT_EXPERT, "chosen": c})
+    counts["pairs"] = len(out)
+    return out, counts
+
+
+def on_policy_pairs(skeletons: Sequence[dict], policy: ChatBackend, judge: ChatBackend,
+                    max_new_tokens: int, judge_max_new_tokens: int = 1024) -> tuple[list[dict], Counter]:
+    """Policy with vs without preferences, kept when the checklist judge prefers the guided one."""
+    from convohub.metrics.checklist_judge import judge_pairs
+
+    counts: Counter[str] = Counter(episodes=len(skeletons))
+    guided = _generate(policy, [guided_messages(s["prompt"], s["preferences"]) for s in skeletons],
+                       max_new_tokens, "on-policy guided")
+    plain = _generate(policy, [list(s["prompt"]) for s in skeletons], max_new_tokens, "on-policy zero-shot")
+    ready = []
+    for s, g, p in zip(skeletons, guided, plain, strict=True):
+        if g is None or p is None:
+            counts["dropped_generation_failed"] += 1
+        elif _same(g, p):
+            counts["dropped_chosen_equals_rejected"] += 1
+        else:
+            ready.append((s, g, p))
+    if not ready:
+        counts["pairs"] = 0
+        return [], counts
+    judgements = judge_pairs([g for _, g, _ in ready], [p for _, _, p in ready],
+                             [s["prompt"][:-1] for s, _, _ in ready], [s["prompt"][-1]["content"] for s, _, _ in ready],
+                             [s["preferences"] for s, _, _ in ready], judge, max_new_tokens=judge_max_new_tokens)
+    out = []
+    for (s, g, p), j in zip(ready, judgements, strict=True):
+        outcome = j.outcome
+        counts[f"judge_{outcome or 'parse_failure'}"] += 1
+        if outcome == "win":
+            out.append({**s, "variant": VARIANT_ON_POLICY, "chosen": g, "rejected": p})
+    counts["pairs"] = len(out)
+    return out, counts
+
+
+PAIR_COLUMNS = ("id", "conversation_id", "user_id", "variant", "prompt", "preferences", "chosen", "rejected",
+                "sat_labels", "dsat_labels", "domain", "intent")
+
+
+def public_row(row: Mapping[str, Any]) -> dict[str, Any]:
+    return {k: row[k] for k in PAIR_COLUMNS}
+
+
+def run_pipeline(conversations: Sequence[Mapping[str, Any]], work: Path, backends: Backends | None = None,
+                 settings: Settings | None = None, log: Callable[[str], None] = print) -> PipelineResult:
+    """Run every stage over normalised (PII-scrubbed) conversation records; see the module docstring."""
+    backends = backends or Backends()
+    settings = settings or Settings()
+    work.mkdir(parents=True, exist_ok=True)
+    b = Backends(**{k: _cached(v, work) for k, v in asdict_shallow(backends).items()})
+    counts: dict[str, Any] = {}
+    multi = [dict(c) for c in conversations if len(group_turns(messages_of(c))) >= 2]
+    counts["conversations"] = len(conversations)
+    counts["multi_turn_conversations"] = len(multi)
+    base_fp = {"data": _digest([c["conversation_id"] for c in multi]), "settings": asdict(settings)}
+
+    def _labels() -> dict[str, Any]:
+        outcomes = identify_many([messages_of(c) for c in multi], b.labeller, max_attempts=settings.max_attempts,
+                                 max_new_tokens=settings.label_max_new_tokens)
+        return {c["conversation_id"]: ({"result": o.result.to_dict()} if o.result else {"errors": o.errors})
+                for c, o in zip(multi, outcomes, strict=True)}
+
+    labels = _stage(work, "labels", {**base_fp, "labeller": backends.describe()["labeller"]}, _labels)
+    results = {cid: FeedbackResult.from_dict(v["result"]) for cid, v in labels.items() if "result" in v}
+    counts["labelling_failures"] = sum("errors" in v for v in labels.values())
+    counts["sat_conversations"] = sum(r.sat for r in results.values())
+    counts["dsat_conversations"] = sum(r.dsat for r in results.values())
+    counts["sat_utterances"] = sum(t.sat for r in results.values() for t in r.turns)
+    counts["dsat_utterances"] = sum(t.dsat for r in results.values() for t in r.turns)
+    log(f"labels: {len(results)} labelled, {counts['labelling_failures']} failures, "
+        f"SAT {counts['sat_conversations']}, DSAT {counts['dsat_conversations']} conversations")
+
+    dsat = [c for c in multi if c["conversation_id"] in results and results[c["conversation_id"]].dsat]
+
+    def _summaries() -> dict[str, Any]:
+        out = summarise_many([(messages_of(c), results[c["conversation_id"]]) for c in dsat], b.summariser,
+                             max_attempts=settings.max_attempts)
+        return {c["conversation_id"]: ({"summary": s} if s is not None else {"errors": e})
+                for c, (s, e) in zip(dsat, out, strict=True)}
+
+    summaries_raw = _stage(work, "summaries", {**base_fp, "labeller": backends.describe()["labeller"],
+                                               "summariser": backends.describe()["summariser"]}, _summaries)
+    summaries = {cid: v["summary"] for cid, v in summaries_raw.items() if "summary" in v}
+    counts["summary_failures"] = sum("errors" in v for v in summaries_raw.values())
+    counts["episodes"] = sum(len(s) for s in summaries.values())
+    log(f"summaries: {len(summaries)} conversations, {counts['episodes']} feedback episodes, "
+        f"{counts['summary_failures']} failures")
+
+    def _pairs() -> dict[str, Any]:
+        skeletons: list[dict] = []
+        dropped: Counter[str] = Counter()
+        for c in dsat:
+            if c["conversation_id"] in summaries:
+                rows, d = episode_rows(c, results[c["conversation_id"]], summaries[c["conversation_id"]])
+                skeletons.extend(rows)
+                dropped.update(d)
+        expert, expert_counts = expert_pairs(skeletons, b.expert, settings.response_max_new_tokens)
+        value: dict[str, Any] = {"skeleton_drops": dict(dropped), "expert": expert, "expert_counts": dict(expert_counts)}
+        if b.policy is not None and b.judge is not None:
+            policy_rows, policy_counts = on_policy_pairs(skeletons, b.policy, b.judge,
+                                                         settings.response_max_new_tokens)
+            value.update(on_policy=policy_rows, on_policy_counts=dict(policy_counts))
+        return value
+
+    pairs = _stage(work, "pairs", {**base_fp, **backends.describe()}, _pairs)
+    counts["episode_drops"] = pairs["skeleton_drops"]
+    counts["expert"] = pairs["expert_counts"]
+    all_pairs = list(pairs["expert"])
+    note = ""
+    if "on_policy" in pairs:
+        counts["on_policy"] = pairs["on_policy_counts"]
+        all_pairs += pairs["on_policy"]
+    else:
+        note = ("The on-policy variant was not built: it needs a policy model and a checklist judge "
+                "(convohub.metrics.checklist_judge has no offline judge; a tiny local model as judge only "
+                "produces parse failures, which are never counted as wins).")
+    log(f"pairs: expert {counts['expert']}, on-policy {counts.get('on_policy', 'skipped')}")
+
+    test_pool = [r for r in all_pairs if r["variant"] == VARIANT_EXPERT and is_test_user(r["user_id"])]
+    train = [r for r in all_pairs if not is_test_user(r["user_id"])]
+    counts["held_out_user_pairs"] = sum(is_test_user(r["user_id"]) for r in all_pairs)
+    test, split_counts = select_test(test_pool, train, n_clusters=settings.test_clusters,
+                                     per_cluster=settings.test_per_cluster, seed=settings.seed,
+                                     near_duplicate=settings.near_duplicate)
+    counts["split"] = split_counts
+    counts["train_pairs"] = dict(Counter(r["variant"] for r in train))
+    log(f"split: train {counts['train_pairs']}, test {len(test)} (pool {len(test_pool)})")
+    return PipelineResult(conversations=[dict(c) for c in conversations], labels=labels, summaries=summaries,
+                          train=train, test=test, counts=counts, backends=backends.describe(), on_policy_note=note)

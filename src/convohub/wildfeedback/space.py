@@ -1,0 +1,128 @@
+"""The WildFeedback Space's logic (``spaces/wildfeedback/app.py`` is a thin Gradio layer over it) and its export.
+
+Paste a conversation -> per-user-turn SAT/DSAT labels (:func:`convohub.wildfeedback.identify.identify`) and
+the summarised preferences (:func:`convohub.wildfeedback.preferences.summarise`); then the base and the
+aligned model answer the query the preferences are about, and the checklist judge compares the answers in
+both orders with the preferences as the checklist. Offline everything runs on convohub's stand-ins (rule
+labeller and summariser, tiny models, the lexical judge) and the page says so.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+from collections.abc import Mapping, Sequence
+from pathlib import Path
+from typing import Any
+
+SPACE_NAME = "wildfeedback-explorer"
+_SPEAKER = re.compile(r"^\s*(user|human|assistant|ai|gpt|bot|system)\s*:\s?(.*)$", re.I)
+_ROLE = {"user": "user", "human": "user", "assistant": "assistant", "ai": "assistant", "gpt": "assistant",
+         "bot": "assistant", "system": "system"}
+
+EXAMPLE = """User: Write a short poem about the sea.
+Assistant: The sea is big and blue, it is wet and cold, and it is very old, and the sea is very big.
+User: That is too long and boring. Make it shorter and make it rhyme please.
+Assistant: Waves roll, the sea is old.
+User: Thanks, perfect!"""
+
+
+def parse_conversation(text: str) -> list[dict[str, str]]:
+    """Turns from pasted text: ``User: ...`` / ``Assistant: ...`` lines (continuation lines join the turn
+    above; ``Human``/``AI``/``GPT`` accepted), or a JSON list of ``{"role", "content"}`` /
+    ``{"from", "value"}`` (ShareGPT, as in the released WildFeedback file)."""
+    text = (text or "").strip()
+    if not text:
+        raise ValueError("paste a conversation: lines starting with 'User:' and 'Assistant:'")
+    if text.startswith("["):
+        try:
+            items = json.loads(text)
+        except json.JSONDecodeError as exc:
+            raise ValueError(f"the text starts with '[' but is not valid JSON: {exc}") from exc
+        turns = []
+        for i, item in enumerate(items):
+            if not isinstance(item, Mapping):
+                raise ValueError(f"item {i} is not an object with role/content or from/value")
+            role = _ROLE.get(str(item.get("role", item.get("from", ""))).lower())
+            content = item.get("content", item.get("value"))
+            if role is None or not isinstance(content, str):
+                raise ValueError(f"item {i}: need role user/assistant/system (or from human/gpt) and a text")
+            turns.append({"role": role, "content": content})
+    else:
+        turns = []
+        for line in text.splitlines():
+            match = _SPEAKER.match(line)
+            if match:
+                turns.append({"role": _ROLE[match.group(1).lower()], "content": match.group(2)})
+            elif turns:
+                turns[-1]["content"] += "\n" + line
+            elif line.strip():
+                raise ValueError(f"the first line must start with 'User:' (or 'Assistant:'), got {line[:40]!r}")
+    turns = [{"role": t["role"], "content": t["content"].strip()} for t in turns]
+    if not any(t["role"] == "user" for t in turns):
+        raise ValueError("the conversation has no user turn")
+    return turns
+
+
+def label_rows(turns: Sequence[Mapping[str, str]], result: Any) -> list[list[str]]:
+    """One table row per user turn: id, utterance, SAT labels, DSAT labels, state."""
+    users = [t["content"] for t in turns if t["role"] == "user"]
+    rows = []
+    for k, (utterance, label) in enumerate(zip(users, result.turns, strict=False), 1):
+        rows.append([f"T-{k}", utterance[:200], ", ".join(label.satisfaction), ", ".join(label.dissatisfaction),
+                     label.state])
+    return rows
+
+
+def analyse(turns: list[dict[str, str]], backend: Any = None) -> dict[str, Any]:
+    """Labels and preference summary of one conversation (rules when ``backend`` is None)."""
+    from convohub.wildfeedback.identify import identify
+    from convohub.wildfeedback.preferences import summarise
+
+    result = identify([t for t in turns if t["role"] != "system"], backend)
+    summary = summarise([t for t in turns if t["role"] != "system"], result, backend)
+    return {"result": result, "rows": label_rows(turns, result), "summary": summary,
+            "labeller": result.labeller, "sat": result.sat, "dsat": result.dsat}
+
+
+def query_prompt(turns: Sequence[Mapping[str, str]], summary: Sequence[Mapping[str, Any]]) -> tuple[list[dict], list[str]]:
+    """The prompt to answer (the conversation up to the query user turn the first summary names, else up to
+    the last user turn) and the checklist (that summary's preferences, else none)."""
+    user_positions = [i for i, t in enumerate(turns) if t["role"] == "user"]
+    position, checklist = user_positions[-1], []
+    if summary:
+        k = int(summary[0]["query"])
+        if 1 <= k <= len(user_positions):
+            position, checklist = user_positions[k - 1], [str(p) for p in summary[0]["preferences"]]
+    return [dict(t) for t in turns[: position + 1]], checklist
+
+
+def compare(turns: list[dict[str, str]], base: Any, aligned: Any, judge: Any, *, max_new_tokens: int = 64,
+            summary: Sequence[Mapping[str, Any]] | None = None) -> dict[str, Any]:
+    """Base vs aligned answers to the query and the judge's verdicts (with checklist, both orders)."""
+    from convohub.metrics.checklist_judge import judge_pairs
+    from convohub.wildfeedback.evaluation import generate_responses
+
+    if summary is None:
+        summary = analyse(turns)["summary"]
+    prompt, checklist = query_prompt(turns, summary)
+    answers = [generate_responses(b, [prompt], max_new_tokens=max_new_tokens, max_prompt_length=384)[0]
+               for b in (base, aligned)]
+    [j] = judge_pairs([answers[1]], [answers[0]], [prompt[:-1]], [prompt[-1]["content"]], [checklist], judge,
+                      with_checklist=True)
+    outcome = {"win": "aligned model wins", "lose": "base model wins", "tie": "tie", None: "judge output unparseable"}
+    verdict = {"outcome": outcome[j.outcome], "aligned_reward": j.reward,
+               "verdicts (aligned as A, aligned as B)": list(j.verdicts), "checklist": checklist,
+               "judge": judge.model_id}
+    return {"prompt": prompt, "base": answers[0], "aligned": answers[1], "verdict": verdict}
+
+
+def export_space(target: Any, profile: str = "tiny", repo: Path | None = None) -> Path:
+    """Write the Space folder from ``spaces/wildfeedback`` with this release's model and dataset ids."""
+    from convohub.hub import write_space
+    from convohub.paths import repo_root
+    from convohub.wildfeedback.alignment import DATASET_REPO, model_name
+
+    repo = Path(repo) if repo is not None else repo_root()
+    front = {"datasets": [target.repo_id(DATASET_REPO)], "models": [target.repo_id(model_name(profile))]}
+    return write_space(target, SPACE_NAME, repo / "spaces" / "wildfeedback", extra_front_matter=front)

@@ -1,0 +1,193 @@
+"""Registers WildFeedback (issue 6) as a release system: dataset -> SFT+DPO -> checklist-judge W/T/L ->
+card -> Space, plus ``convohub wildfeedback label|build|evaluate``.
+
+``convohub datasets build wildfeedback [--source DIR]``: with a source, the released files are normalised;
+without, the pipeline runs on the sample corpus with the LLM from ``CONVOHUB_LLM_*`` (labelling,
+summaries and expert responses) or the offline stand-ins. The on-policy variant additionally needs
+``CONVOHUB_WILDFEEDBACK_POLICY`` (a model spec for :func:`convohub.llm.make_backend`, e.g. the folder of the
+chat LM trained by ``convohub.corpus``) and a judge in ``CONVOHUB_WILDFEEDBACK_JUDGE`` (or the LLM).
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import sys
+from pathlib import Path
+from typing import Any
+
+from convohub.registry import DatasetBuilder, Step, System
+
+POLICY_ENV = "CONVOHUB_WILDFEEDBACK_POLICY"
+JUDGE_ENV = "CONVOHUB_WILDFEEDBACK_JUDGE"
+USERS_ENV = "CONVOHUB_WILDFEEDBACK_USERS"
+
+
+def _backends(llm: Any, policy: str | None = None, judge: str | None = None) -> Any:
+    from convohub.llm import make_backend
+    from convohub.wildfeedback.pipeline import Backends
+
+    policy = policy or os.environ.get(POLICY_ENV) or None
+    judge = judge or os.environ.get(JUDGE_ENV) or None
+    judge_backend = make_backend(judge) if judge else llm
+    return Backends(labeller=llm, summariser=llm, expert=llm, policy=make_backend(policy) if policy else None,
+                    judge=judge_backend)
+
+
+def _build_dataset(ctx: Any, source: Path | None) -> Path:
+    from convohub.wildfeedback.dataset import DEFAULT_USERS, build_from_pipeline, build_from_source
+    from convohub.wildfeedback.pipeline import Settings
+
+    if source is not None:
+        if not Path(source).is_dir():
+            raise FileNotFoundError(f"WildFeedback source {source} must be a folder with wildfeedback.json, "
+                                    "sat_dsat_annotation.json and/or user_preference.json")
+        return build_from_source(ctx.target, ctx.repo, Path(source))
+    settings = Settings(seed=ctx.seed) if ctx.profile == "tiny" else Settings(seed=ctx.seed, test_clusters=70,
+                                                                              test_per_cluster=10)
+    users = int(os.environ.get(USERS_ENV, DEFAULT_USERS))
+    return build_from_pipeline(ctx.target, ctx.repo, ctx.scratch("wildfeedback", f"pipeline-{ctx.profile}"),
+                               backends=_backends(ctx.llm), settings=settings, n_users=users)
+
+
+def _step_build(ctx: Any) -> dict[str, Any]:
+    return {"wildfeedback_dir": _build_dataset(ctx, None)}
+
+
+def _dataset_dir(ctx: Any) -> Path:
+    """This run's dataset folder, or one an earlier run wrote into the same root (resume)."""
+    if "wildfeedback_dir" in ctx.artifacts:
+        return Path(ctx.artifacts["wildfeedback_dir"])
+    folder = ctx.target.repo_dir("datasets", "wildfeedback")
+    return folder if (folder / "README.md").is_file() else _build_dataset(ctx, None)
+
+
+def _step_train(ctx: Any) -> dict[str, Any]:
+    """SFT on the chosen responses, then DPO with the SFT model as the reference (training/wildfeedback_*)."""
+    from convohub.wildfeedback import alignment
+
+    out = ctx.scratch("wildfeedback", f"align-{ctx.profile}")
+    dpo_dir = alignment.train(ctx.repo, ctx.profile, _dataset_dir(ctx), out, ctx.seed)
+    return {"wildfeedback_sft_dir": out / "sft", "wildfeedback_dpo_dir": dpo_dir}
+
+
+def _step_evaluate(ctx: Any) -> dict[str, Any]:
+    """Table 2 of the paper for this release: the aligned model against its base, judged with and without
+    the checklist. Offline the judge is the transparent word-overlap rule; a configured LLM judges instead."""
+    from convohub.hub import atomic_write_text, dump_json
+    from convohub.wildfeedback import alignment, evaluation
+
+    tiny = ctx.profile == "tiny"
+    judge = {"judge": ctx.llm} if ctx.llm is not None else {"judge_model": "lexical"}
+    results = evaluation.evaluate(str(ctx.artifacts["wildfeedback_dpo_dir"]),
+                                  alignment.base_model_of(ctx.repo, ctx.profile), _dataset_dir(ctx),
+                                  max_new_tokens=48 if tiny else 512, max_prompt_length=256 if tiny else 3072,
+                                  cache_dir=ctx.scratch("wildfeedback", "judge-cache"), **judge)
+    results["max_prompt_length"] = 256 if tiny else 3072
+    path = ctx.scratch("wildfeedback") / "alignment_eval.json"
+    atomic_write_text(path, dump_json(results))
+    return {"wildfeedback_eval_path": path}
+
+
+def _step_card(ctx: Any) -> dict[str, Any]:
+    from convohub.wildfeedback import alignment
+
+    results = json.loads(Path(ctx.artifacts["wildfeedback_eval_path"]).read_text(encoding="utf-8"))
+    results |= {"sft": alignment.read_results(Path(ctx.artifacts["wildfeedback_sft_dir"])),
+                "dpo": alignment.read_results(Path(ctx.artifacts["wildfeedback_dpo_dir"]))}
+    path = alignment.publish(ctx.target, ctx.profile, Path(ctx.artifacts["wildfeedback_dpo_dir"]), results,
+                             alignment.recipe_paths(ctx.repo, ctx.profile)[1])
+    return {"wildfeedback_model_dir": path}
+
+
+def _step_space(ctx: Any) -> dict[str, Any]:
+    from convohub.wildfeedback.space import export_space
+
+    return {"wildfeedback_space_dir": export_space(ctx.target, ctx.profile, ctx.repo)}
+
+
+def run_label(args: argparse.Namespace) -> int:
+    """``convohub wildfeedback label``: SPUR labels (+ preference summary) of one conversation as JSON."""
+    from convohub.llm import backend_from_env, make_backend
+    from convohub.wildfeedback.identify import IdentificationError, identify
+    from convohub.wildfeedback.preferences import PreferenceError, summarise
+
+    raw = json.loads(Path(args.conversation).read_text(encoding="utf-8") if args.conversation != "-"
+                     else sys.stdin.read())
+    turns = raw["turns"] if isinstance(raw, dict) else raw
+    backend = make_backend(args.llm) if args.llm else (backend_from_env() if not args.offline else None)
+    try:
+        result = identify([{"role": t["role"], "content": t["content"]} for t in turns], backend)
+        summary = summarise(turns, result, backend) if result.dsat else []
+    except (IdentificationError, PreferenceError) as exc:
+        print(f"error: {exc}", file=sys.stderr)
+        return 1
+    print(json.dumps({**result.to_dict(), "preferences": summary}, ensure_ascii=False, indent=2))
+    return 0
+
+
+def run_build(args: argparse.Namespace) -> int:
+    """``convohub wildfeedback build``: the pipeline with explicit model choices and sizes."""
+    from convohub.hub import DEFAULT_NAMESPACE, HubTarget
+    from convohub.llm import backend_from_env, make_backend
+    from convohub.paths import repo_root
+    from convohub.wildfeedback.dataset import build_from_pipeline, build_from_source
+    from convohub.wildfeedback.pipeline import Settings
+
+    target = HubTarget(root=args.out.resolve(), namespace=args.namespace or DEFAULT_NAMESPACE, push=False, token=None)
+    if args.source is not None:
+        print(f"wrote {build_from_source(target, repo_root(), args.source)}")
+        return 0
+    llm = None if args.offline else (make_backend(args.llm) if args.llm else backend_from_env())
+    backends = _backends(llm, args.policy, args.judge)
+    settings = Settings(test_clusters=args.test_clusters, test_per_cluster=args.test_per_cluster, seed=args.seed)
+    work = args.work or args.out / ".convohub-work" / "wildfeedback"
+    print(f"wrote {build_from_pipeline(target, repo_root(), work, backends=backends, settings=settings, n_users=args.users)}")
+    return 0
+
+
+def add_cli(subparsers: Any) -> argparse.ArgumentParser:
+    parser = subparsers.add_parser("wildfeedback", help="WildFeedback feedback labelling and dataset pipeline")
+    sub = parser.add_subparsers(dest="wildfeedback_command", metavar="ACTION")
+    label = sub.add_parser("label", help="label one conversation (JSON list of {role, content}, or '-')")
+    label.add_argument("conversation", help="JSON file with [{role, content}, ...] or {'turns': [...]}; '-' = stdin")
+    label.add_argument("--llm", default=None, help="model spec (default: CONVOHUB_LLM_*; none = rule labeller)")
+    label.add_argument("--offline", action="store_true", help="use the rule labeller even if an LLM is configured")
+    label.set_defaults(handler=run_label)
+    build = sub.add_parser("build", help="run the pipeline and write the dataset folder")
+    build.add_argument("--out", type=Path, default=Path("hub_release"), help="local hub root (default: %(default)s)")
+    build.add_argument("--namespace", default=None)
+    build.add_argument("--source", type=Path, default=None, help="folder with the released files instead")
+    build.add_argument("--users", type=int, default=200, help="users of the sample corpus (default: %(default)s)")
+    build.add_argument("--llm", default=None, help="labeller/summariser/expert model spec (default: CONVOHUB_LLM_*)")
+    build.add_argument("--offline", action="store_true", help="ignore any configured LLM (rule stand-ins)")
+    build.add_argument("--policy", default=None, help=f"on-policy model spec (default: ${POLICY_ENV})")
+    build.add_argument("--judge", default=None, help=f"checklist judge spec (default: ${JUDGE_ENV} or the LLM)")
+    build.add_argument("--test-clusters", type=int, default=8, help="k-means clusters (paper: 70)")
+    build.add_argument("--test-per-cluster", type=int, default=3, help="items per cluster (paper: 10)")
+    build.add_argument("--seed", type=int, default=0)
+    build.add_argument("--work", type=Path, default=None, help="resumable work folder (stage files, LLM cache)")
+    build.set_defaults(handler=run_build)
+    from convohub.wildfeedback.eval_cli import add_evaluate_cli
+
+    add_evaluate_cli(sub)
+    parser.set_defaults(handler=lambda args: (parser.print_help(), 2)[1])
+    return parser
+
+
+SYSTEM = System(
+    name="wildfeedback",
+    title="WildFeedback: preference data from in-situ user feedback, SFT+DPO alignment, checklist judge",
+    steps=(
+        Step("build", "wildfeedback", _step_build),
+        Step("train", "wildfeedback-sft-dpo", _step_train),
+        Step("evaluate", "wildfeedback-checklist-judge", _step_evaluate),
+        Step("card", "wildfeedback-card", _step_card),
+        Step("space", "wildfeedback-space", _step_space),
+    ),
+    datasets=(DatasetBuilder("wildfeedback", "WildFeedback preference pairs, SAT/DSAT annotations, user "
+                             "preferences and the held-out test set", _build_dataset),),
+    space="wildfeedback",
+    add_cli=add_cli,
+)

@@ -1,0 +1,163 @@
+"""WildFeedback data pipeline: label schema, offline labeller and summaries, streaming readers, the dataset
+build (pipeline and released-format source) loaded back with ``datasets.load_dataset``."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import datasets
+import pytest
+
+from convohub.hub import HubTarget
+from convohub.paths import repo_root
+from convohub.wildfeedback import FeedbackResult, identify, summarise
+from convohub.wildfeedback.agreement import reference_kind
+from convohub.wildfeedback.dataset import build_from_pipeline, build_from_source, sample_conversations
+from convohub.wildfeedback.identify import labelling_prompt, parse_labelling
+from convohub.wildfeedback.labels import LabelError, normalise_intent, validate_turn_list
+from convohub.wildfeedback.pipeline import PAIR_COLUMNS, Settings, run_pipeline
+from convohub.wildfeedback.source import SourceFormatError, iter_json_records
+from convohub.wildfeedback.split import is_test_user
+
+CONV = [
+    {"role": "user", "content": "What is the capital of Australia?"},
+    {"role": "assistant", "content": "The capital of Australia is Sydney."},
+    {"role": "user", "content": "No, that's wrong, the capital is Canberra. Also make it shorter."},
+    {"role": "assistant", "content": "You're right: Canberra."},
+    {"role": "user", "content": "Thanks, perfect!"},
+    {"role": "assistant", "content": "Glad it helped!"},
+]
+TURN = {"summary": "s", "preceding_topical_relation": "NO", "domain": "TRAVEL", "intent": "INTENT:1-INFORMATION_SEEKING",
+        "satisfaction": ["N/A"], "dissatisfaction": ["N/A"], "state": "NEWTOPIC"}
+
+
+def test_intent_and_label_normalisation() -> None:
+    assert normalise_intent("INTENT:INTENT:3-CREATION") == "INTENT:3-CREATION"
+    assert normalise_intent("2-ANALYSIS") == "INTENT:2-ANALYSIS"
+    assert normalise_intent("open-ended discovery") == "INTENT:4-OPEN-ENDED_DISCOVERY"
+    with pytest.raises(LabelError):
+        normalise_intent("INTENT:1-ANALYSIS")  # number and name disagree: not guessed
+    second = {**TURN, "preceding_topical_relation": "yes", "satisfaction": "Getting There, N/A",
+              "dissatisfaction": ["factual error", "Style"], "state": "feedback"}
+    [first, t2] = validate_turn_list([{"T-1": TURN}, {"T-2": second}], 2)
+    assert t2.satisfaction == ["Getting_There"] and t2.dissatisfaction == ["Factual_Error", "Style"]
+    assert t2.state == "FEEDBACK" and t2.preceding_topical_relation == "YES" and not first.sat
+
+
+@pytest.mark.parametrize("bad, message", [
+    ([{"T-1": TURN}], "expected 2 turn objects"),
+    ([{"T-2": TURN}, {"T-1": TURN}], "turn order"),
+    ([{"T-1": TURN}, {"T-2": {**TURN, "dissatisfaction": ["Rude"]}}], "T-2: dissatisfaction 'Rude'"),
+    ([{"T-1": TURN}, {"T-2": {k: v for k, v in TURN.items() if k != "state"}}], "missing field 'state'"),
+])
+def test_invalid_label_lists_are_rejected(bad: list, message: str) -> None:
+    with pytest.raises(LabelError, match=message):
+        validate_turn_list(bad, 2)
+
+
+def test_parse_labelling_accepts_fenced_json() -> None:
+    text = "Here you go:\n```json\n" + json.dumps([{"T-1": TURN}]) + "\n```"
+    result = parse_labelling(text, 1, "endpoint:x")
+    assert result.labeller == "endpoint:x" and result.turns[0].domain == "TRAVEL"
+    assert "T-1" in labelling_prompt(CONV[:2]) and "INTENT:2-ANALYSIS" in labelling_prompt(CONV[:2])
+
+
+def test_offline_identify_and_summarise() -> None:
+    result = identify(CONV)
+    assert isinstance(result, FeedbackResult) and result.labeller == "rules:lexicon-v1"
+    assert [t.state for t in result.turns] == ["NEWTOPIC", "FEEDBACK", "FEEDBACK"]
+    assert {"Factual_Error", "Style", "Revision"} <= set(result.turns[1].dissatisfaction)
+    assert "Gratitude" in result.turns[2].satisfaction and "Positive_Closure" in result.turns[2].satisfaction
+    assert result.sat and result.dsat and result.turns[0].satisfaction == ["N/A"]
+    assert FeedbackResult.from_dict(json.loads(json.dumps(result.to_dict()))).to_dict() == result.to_dict()
+    summary = summarise(CONV, result)
+    assert [s["query"] for s in summary] == [1]
+    prefs = summary[0]["preferences"]
+    assert "The user prefers short, concise answers." in prefs
+    assert any(p.startswith("The user expects factually correct information") for p in prefs)
+    assert summarise(CONV[:2], identify(CONV[:2])) == []
+
+
+def test_reference_kind_recovers_generator_markers() -> None:
+    assert reference_kind("Thanks, that works perfectly!") == "praise"
+    assert reference_kind("No, that's wrong, the capital of Canada is Ottawa, not Toronto.") == "correction"
+    assert reference_kind("Make it shorter.") == "refinement"
+    assert reference_kind("How do I store the leftovers?") is None
+
+
+def test_streaming_reader(tmp_path: Path) -> None:
+    rows = [{"i": i, "text": "x" * (i * 7) + "\"},[" } for i in range(40)]
+    array = tmp_path / "a.json"
+    array.write_text(json.dumps(rows, indent=1), encoding="utf-8")
+    assert list(iter_json_records(array, chunk_chars=16)) == rows
+    lines = tmp_path / "b.jsonl"
+    lines.write_text("".join(json.dumps(r) + "\n" for r in rows), encoding="utf-8")
+    assert list(iter_json_records(lines, chunk_chars=5)) == rows
+    broken = tmp_path / "c.json"
+    broken.write_text(json.dumps(rows)[:-30], encoding="utf-8")
+    with pytest.raises(SourceFormatError, match="c.json"):
+        list(iter_json_records(broken, chunk_chars=64))
+
+
+@pytest.fixture(scope="module")
+def built(tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, Path]:
+    root = tmp_path_factory.mktemp("hub")
+    work = root / "work"
+    folder = build_from_pipeline(HubTarget(root=root, namespace="t"), repo_root(), work,
+                                 settings=Settings(test_clusters=4, test_per_cluster=3), n_users=60)
+    return folder, work
+
+
+def test_pipeline_build_loads_and_keeps_users_apart(built: tuple[Path, Path]) -> None:
+    folder, _ = built
+    train = datasets.load_dataset(str(folder.resolve()), "wildfeedback", split="train")
+    test = datasets.load_dataset(str(folder.resolve()), "test", split="test")
+    assert tuple(train.column_names) == PAIR_COLUMNS and tuple(test.column_names) == PAIR_COLUMNS
+    assert len(train) > 100 and len(test) >= 3
+    assert not {r["user_id"] for r in train} & {r["user_id"] for r in test}
+    assert all(is_test_user(u) for u in test["user_id"]) and not any(is_test_user(u) for u in train["user_id"])
+    for row in list(train)[:200]:
+        assert row["prompt"][-1]["role"] == "user" and row["chosen"].strip() != row["rejected"].strip()
+        assert row["preferences"] and row["dsat_labels"] and row["variant"] == "expert"
+    ann = datasets.load_dataset(str(folder.resolve()), "sat_dsat_annotation", split="train")
+    assert set(ann["role"]) == {"user", "assistant"} and any(ann["dsat"]) and any(ann["sat"])
+    prefs = datasets.load_dataset(str(folder.resolve()), "user_preference", split="train")
+    assert len(prefs) >= len(train) and all(p for p in prefs["preferences"])
+    card = (folder / "README.md").read_text(encoding="utf-8")
+    assert "odc-by" not in card.split("---")[1] and "# DSAT Conv." in card and "revised answer" in card
+    assert "on-policy variant was not built" in card
+    assert "@example.com" not in json.dumps(list(ann["content"]))  # PII scrubbed
+
+
+def test_pipeline_resumes_from_stage_files(built: tuple[Path, Path]) -> None:
+    _, work = built
+    stamps = {p.name: p.stat().st_mtime_ns for p in work.glob("*.json")}
+    assert set(stamps) == {"labels.json", "summaries.json", "pairs.json"}
+    convs = sample_conversations(60, 0)
+    result = run_pipeline(convs, work, settings=Settings(test_clusters=4, test_per_cluster=3), log=lambda _: None)
+    assert {p.name: p.stat().st_mtime_ns for p in work.glob("*.json")} == stamps
+    assert result.counts["expert"]["pairs"] == result.counts["episodes"] - sum(
+        v for k, v in result.counts["expert"].items() if k.startswith("dropped"))
+
+
+def test_build_from_released_sample(tmp_path: Path) -> None:
+    folder = build_from_source(HubTarget(root=tmp_path, namespace="t"), repo_root(),
+                               repo_root() / "dataset_scripts" / "wildfeedback" / "sample")
+    pairs = datasets.load_dataset(str(folder.resolve()), "wildfeedback", split="train")
+    ann = datasets.load_dataset(str(folder.resolve()), "sat_dsat_annotation", split="train")
+    prefs = datasets.load_dataset(str(folder.resolve()), "user_preference", split="train")
+    assert len(pairs) == 12 and len(prefs) == 12 and len(ann) > 20
+    assert set(pairs["variant"]) == {"expert"} and all(p[-1]["role"] == "user" for p in pairs["prompt"])
+    assert len(set(ann["conversation_id"])) > 1 and set(ann["role"]) == {"user", "assistant"}
+    assert "odc-by" in (folder / "README.md").read_text(encoding="utf-8")
+
+
+def test_build_from_partial_source(tmp_path: Path) -> None:
+    src = tmp_path / "src"
+    src.mkdir()
+    sample = repo_root() / "dataset_scripts" / "wildfeedback" / "sample" / "user_preference.json"
+    (src / "user_preference.json").write_text(sample.read_text(encoding="utf-8"), encoding="utf-8")
+    folder = build_from_source(HubTarget(root=tmp_path / "hub", namespace="t"), repo_root(), src)
+    readme = (folder / "README.md").read_text(encoding="utf-8")
+    assert "config_name: user_preference" in readme and "config_name: wildfeedback" not in readme

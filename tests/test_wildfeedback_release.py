@@ -1,0 +1,75 @@
+"""The WildFeedback release as a newcomer runs it (`convohub release --only wildfeedback`, offline, a smaller
+sample corpus): the dataset loads by config, the aligned model loads with from_pretrained and its card carries
+the win/tie/lose that the evaluation step measured, the Space folder is complete, and a re-run resumes."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import datasets
+import pytest
+
+from convohub.cli import main
+from convohub.hub import folder_digest, read_card
+
+pytestmark = pytest.mark.slow
+NS = "convohub"
+
+
+@pytest.fixture(scope="module")
+def release_root(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    root = tmp_path_factory.mktemp("wf-hub")
+    with pytest.MonkeyPatch.context() as mp:
+        mp.setenv("CONVOHUB_WILDFEEDBACK_USERS", "60")
+        assert main(["release", "--only", "wildfeedback", "--out", str(root)]) == 0
+    return root
+
+
+def test_dataset_configs_load(release_root: Path) -> None:
+    folder = (release_root / "datasets" / NS / "wildfeedback").resolve()
+    pairs = datasets.load_dataset(str(folder), "wildfeedback", split="train")
+    test = datasets.load_dataset(str(folder), "test", split="test")
+    assert pairs.num_rows > 50 and test.num_rows > 0
+    assert not set(pairs["user_id"]) & set(test["user_id"])  # split by user
+    assert all(p[-1]["role"] == "user" for p in pairs["prompt"])
+    assert all(c != r for c, r in zip(pairs["chosen"], pairs["rejected"], strict=True))
+    meta, body = read_card(folder / "README.md")
+    assert meta["license"] == "cc-by-4.0"  # built from convohub's generated corpus; a --source build is odc-by
+    assert {c["config_name"] for c in meta["configs"]} >= {"wildfeedback", "sat_dsat_annotation", "test"}
+
+
+def test_aligned_model_loads_and_card_has_measured_judge_results(release_root: Path) -> None:
+    from transformers import AutoModelForCausalLM, AutoTokenizer
+
+    folder = release_root / "models" / NS / "wildfeedback-tiny-dpo"
+    tok = AutoTokenizer.from_pretrained(folder)
+    model = AutoModelForCausalLM.from_pretrained(folder)
+    enc = tok.apply_chat_template([{"role": "user", "content": "Write a short poem about rain."}],
+                                  add_generation_prompt=True, return_tensors="pt", return_dict=True)
+    assert model.generate(**enc, max_new_tokens=4, do_sample=False).shape[1] > enc["input_ids"].shape[1]
+    measured = json.loads((release_root / ".convohub-work" / "wildfeedback" / "alignment_eval.json").read_text())
+    meta, body = read_card(folder / "README.md")
+    by_type = {m["type"]: m["value"] for r in meta["model-index"][0]["results"] for m in r["metrics"]}
+    assert by_type["win_rate_checklist"] == round(measured["with_checklist"]["win"], 4)
+    w = measured["with_checklist"]
+    assert abs(w["win"] + w["tie"] + w["lose"] - 1.0) < 1e-9 and w["n_judged"] == measured["n"]
+    assert "Plumbing check, not a quality claim" in body and "convohub-lexical-judge" in body
+    assert not (folder / "trainer_state.json").exists()
+
+
+def test_space_folder(release_root: Path) -> None:
+    space = release_root / "spaces" / NS / "wildfeedback-explorer"
+    meta, _ = read_card(space / "README.md")
+    assert meta["sdk"] == "gradio" and meta["app_file"] == "app.py"
+    assert meta["models"] == [f"{NS}/wildfeedback-tiny-dpo"] and meta["datasets"] == [f"{NS}/wildfeedback"]
+    assert (space / "app.py").is_file() and (space / "requirements.txt").is_file()
+
+
+def test_rerun_resumes_and_changes_nothing(release_root: Path) -> None:
+    before = {k: v for k, v in folder_digest(release_root).items() if not k.startswith(".convohub-work")}
+    with pytest.MonkeyPatch.context() as mp:
+        mp.setenv("CONVOHUB_WILDFEEDBACK_USERS", "60")
+        assert main(["release", "--only", "wildfeedback", "--out", str(release_root)]) == 0
+    after = {k: v for k, v in folder_digest(release_root).items() if not k.startswith(".convohub-work")}
+    assert after == before
