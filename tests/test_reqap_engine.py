@@ -435,6 +435,9 @@ def test_trace_and_subtree_cache(store: EventStore) -> None:
     join_entry = res.trace[1]
     assert join_entry["input_sizes"] == [5, 5] and join_entry["output_size"] == 5 and join_entry["strategy"] == "equi"
     assert res.trace[0]["output_size"] is None and res.trace[0]["args"] == {"fct": "len"}
+    assert res.trace[0]["output_preview"] == "5"
+    shown = res.trace[2]["output_preview"]  # 5 events: the first 3 (cut to the length limit), then the count
+    assert shown.startswith('[{"event": "listened"') and shown.endswith(", ... +2 more]") and len(shown) <= 300
     assert all(t["seconds"] >= 0 for t in res.trace)
     json.dumps(res.to_dict())
 

@@ -66,6 +66,8 @@ def test_app_answers_with_tree_and_trace(dataset: Path, tmp_path: Path, monkeypa
         assert trace["headers"][:3] == ["node", "depth", "operator"]
         assert [row[2] for row in trace["data"]] == ["APPLY", "EXTRACT", "RETRIEVE"]
         assert int(trace["data"][2][5]) > 0  # RETRIEVE output size
+        assert trace["data"][2][6].startswith("[{")  # its first events, as JSON
+        assert trace["data"][0][6] == answer.split("\n")[0]  # the APPLY node's output is the answer
 
         upload = _write_csv(tmp_path / "p_obs.csv", dataset)
         same, _, _ = client.predict("(uploaded file)", handle_file(str(upload)), TV_HOURS, api_name="/answer")

@@ -203,6 +203,8 @@ def run_ask(args: argparse.Namespace) -> int:
         for t in result.trace:
             print(f"  {'  ' * t['depth']}{t['operator']:10s} in={t['input_sizes']} out={t['output_size']} "
                   f"{t['seconds']:.4f}s{' (cached)' if t['cached'] else ''}")
+            if t.get("output_preview"):
+                print(f"  {'  ' * t['depth']}{'':10s} -> {t['output_preview'][:160]}")
     else:
         print(f"sql: {result.sql}" if args.system == "codegen" else f"events given: {len(result.event_ids)}")
         print(f"llm output: {result.output.strip()[:500]}")

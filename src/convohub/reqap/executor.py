@@ -8,6 +8,7 @@ any failure gives ``answer=None`` and the error text (the benchmark scores it 0)
 
 from __future__ import annotations
 
+import json
 import math
 import time as _time
 from dataclasses import dataclass, field
@@ -58,6 +59,22 @@ def to_jsonable(value: Any, _depth: int = 0) -> Any:
 
 def _size(value: Any) -> int | None:
     return len(value) if isinstance(value, (list, tuple)) else None
+
+
+PREVIEW_ITEMS = 3
+PREVIEW_CHARS = 300
+
+
+def preview(value: Any) -> str:
+    """A short JSON rendering of a node's output for the trace: a scalar, or the first
+    ``PREVIEW_ITEMS`` items of a list, cut at ``PREVIEW_CHARS``; the count of the remaining items is always kept."""
+    if isinstance(value, (list, tuple)):
+        text = json.dumps([to_jsonable(v) for v in value[:PREVIEW_ITEMS]], ensure_ascii=False, default=str)[:-1]
+        rest = f", ... +{len(value) - PREVIEW_ITEMS} more]" if len(value) > PREVIEW_ITEMS else "]"
+    else:
+        text, rest = json.dumps(to_jsonable(value), ensure_ascii=False, default=str), ""
+    room = PREVIEW_CHARS - len(rest)
+    return (text if len(text) <= room else text[:room - 3] + "...") + rest
 
 
 def _summary(node: OpNode) -> dict[str, str]:
@@ -168,12 +185,13 @@ class _Run:
         if isinstance(node, Placeholder):
             raise ExecutionError(f"unresolved placeholder {node.text}")
         entry: dict[str, Any] = {"id": len(self.trace), "depth": depth, "operator": node.op, "args": _summary(node),
-                                 "input_sizes": [], "output_size": None, "seconds": 0.0, "cached": False}
+                                 "input_sizes": [], "output_size": None, "output_preview": "", "seconds": 0.0, "cached": False}
         self.trace.append(entry)
         key = node.text
         if key in self.cache:
             entry["cached"] = True
             entry["output_size"] = _size(self.cache[key])
+            entry["output_preview"] = preview(self.cache[key])
             return self.cache[key]
         kwargs: dict[str, Any] = {}
         for name, v in node.args.items():
@@ -194,6 +212,7 @@ class _Run:
         self.check()
         entry["seconds"] = round(_time.monotonic() - started, 6)
         entry["output_size"] = _size(value)
+        entry["output_preview"] = preview(value)
         if node.op == "JOIN":
             entry["strategy"] = self.ctx.last_join_strategy
         self.cache[key] = value

@@ -25,7 +25,8 @@ __all__ = ["OBS_COLUMNS", "TRACE_HEADERS", "ask", "events_from_csv", "events_fro
 SPACE_NAME = "reqap-demo"
 OBS_COLUMNS = ("id", "structured_event_id", "start_date", "start_time", "end_date", "end_time", "event_type",
                "event_data", "properties_mentioned")
-TRACE_HEADERS = ["node", "depth", "operator", "arguments", "input sizes", "output size", "seconds", "cached"]
+TRACE_HEADERS = ["node", "depth", "operator", "arguments", "input sizes", "output size", "output (first items)",
+                 "seconds", "cached"]
 
 
 def resolve_folder(spec: str | None, repo_type: str) -> Path | None:
@@ -104,10 +105,12 @@ def tree_markdown(tree: str | None) -> str:
 
 
 def trace_rows(trace: list[Mapping[str, Any]]) -> list[list[Any]]:
-    """One row per executed node: inputs (sizes of the operator arguments), output size, time."""
+    """One row per executed node: inputs (arguments and sizes of the child outputs), output size and its first
+    items, time."""
     return [[t["id"], t["depth"], t["operator"], "; ".join(f"{k}={v}" for k, v in t["args"].items()),
              ", ".join("-" if s is None else str(s) for s in t["input_sizes"]),
-             "scalar" if t["output_size"] is None else t["output_size"], t["seconds"], t["cached"]]
+             "scalar" if t["output_size"] is None else t["output_size"], t.get("output_preview", ""),
+             t["seconds"], t["cached"]]
             for t in trace]
 
 
