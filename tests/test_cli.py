@@ -81,3 +81,10 @@ def test_space_command_exports(tmp_path: Path) -> None:
     folder = tmp_path / "spaces" / "convohub" / "wildchat-sample-explorer"
     assert {p.name for p in folder.iterdir()} >= {"README.md", "app.py", "requirements.txt"}
     assert main(["space", "nope", "--out", str(tmp_path)]) == 2
+
+
+def test_evaluate_list_needs_no_name(capsys: pytest.CaptureFixture[str]) -> None:
+    assert main(["evaluate", "--list"]) == 0
+    assert "perqa" in capsys.readouterr().out
+    assert main(["evaluate"]) == 2
+    assert "--list" in capsys.readouterr().err

@@ -87,7 +87,7 @@ def make_parser() -> argparse.ArgumentParser:
                     '{"id": ..., "prediction": ...} per line) against the built dataset, prints a table and '
                     "can write a model-index fragment. convohub evaluate METRIC INPUTS.json runs a metric of "
                     "evaluation/ on a JSON object of its compute() arguments.")
-    ev.add_argument("name", help="benchmark name (see --list) or metric folder under evaluation/")
+    ev.add_argument("name", nargs="?", help="benchmark name (see --list) or metric folder under evaluation/")
     ev.add_argument("inputs", type=Path, nargs="?", help="SUBMISSION.jsonl, or INPUTS.json for a metric")
     ev.add_argument("--list", action="store_true", help="list the benchmarks")
     ev.add_argument("--dataset", type=Path, default=None,
@@ -206,6 +206,9 @@ def _cmd_evaluate(args: argparse.Namespace) -> int:
     from convohub.scoring import registered_benchmarks
 
     benchmarks = registered_benchmarks()
+    if args.name is None and not args.list:
+        print("convohub evaluate: give a benchmark or metric name, or --list to see the benchmarks", file=sys.stderr)
+        return 2
     if args.list or args.inputs is None:
         for bench in benchmarks.values():
             print(f"{bench.name:20s} {bench.description}")

@@ -18,6 +18,7 @@ from pathlib import Path
 from typing import Any
 
 from convohub.registry import DatasetBuilder, Step, System
+from convohub.scoring import Benchmark
 
 POLICY_ENV = "CONVOHUB_WILDFEEDBACK_POLICY"
 JUDGE_ENV = "CONVOHUB_WILDFEEDBACK_JUDGE"
@@ -176,6 +177,42 @@ def add_cli(subparsers: Any) -> argparse.ArgumentParser:
     return parser
 
 
+def _benchmark_reference(row: Any) -> dict[str, Any]:
+    return {"prompt": row["prompt"], "preferences": row["preferences"], "chosen": row["chosen"]}
+
+
+def _score_checklist(predictions: list[Any], references: list[Any]) -> dict[str, float]:
+    """Win/tie/lose of the submitted responses against the test set's expert (preference-guided) responses,
+    with and without the checklist; the judge is the endpoint in ``CONVOHUB_LLM_*`` when set, else the
+    lexical stand-in (printed as ``judge``: compare only scores made with the same judge)."""
+    from convohub.llm import backend_from_env
+    from convohub.metrics.checklist_judge import judge_pairs, summarise_judgements
+    from convohub.wildfeedback.evaluation import LexicalChecklistJudge
+
+    judge = backend_from_env() or LexicalChecklistJudge()
+    histories = [[{"role": str(m["role"]), "content": str(m["content"])} for m in r["prompt"][:-1]]
+                 for r in references]
+    queries = [str(r["prompt"][-1]["content"]) for r in references]
+    checklists = [[str(x) for x in (r["preferences"] or [])] for r in references]
+    scores: dict[str, Any] = {}
+    for name, with_checklist in (("checklist", True), ("no_checklist", False)):
+        summary = summarise_judgements(judge_pairs([p or "" for p in predictions], [r["chosen"] for r in references],
+                                                   histories, queries, checklists, judge,
+                                                   with_checklist=with_checklist))
+        scores.update({f"{name}_{k}": v for k, v in summary.items()})
+    scores["judge"] = judge.model_id
+    return scores
+
+
+#: ``convohub evaluate wildfeedback SUBMISSION.jsonl``: one {"id": test row id, "prediction": the model's
+#: response to the row's prompt} per test row; judged against the row's expert response (``chosen``).
+BENCHMARK = Benchmark(
+    name="wildfeedback", description="WildFeedback test set, checklist-judge win/tie/lose vs the expert responses",
+    dataset="wildfeedback", config="test", split="test", id_field="id", task_type="text-generation",
+    prediction_type=(str, type(None)), reference=_benchmark_reference, score=_score_checklist,
+)
+
+
 SYSTEM = System(
     name="wildfeedback",
     title="WildFeedback: preference data from in-situ user feedback, SFT+DPO alignment, checklist judge",
@@ -189,5 +226,6 @@ SYSTEM = System(
     datasets=(DatasetBuilder("wildfeedback", "WildFeedback preference pairs, SAT/DSAT annotations, user "
                              "preferences and the held-out test set", _build_dataset),),
     space="wildfeedback",
+    benchmarks=(BENCHMARK,),
     add_cli=add_cli,
 )
