@@ -641,7 +641,7 @@ def publish(target: Any, profile: str, model_dir: Path, results: Mapping[str, An
     if tiny or judge.startswith("convohub-lexical"):
         evaluation += (
             "\n\n**Plumbing check, not a quality claim.** These numbers come from "
-            f"{'a tiny model trained for a minute or two on CPU and ' if tiny else ''}the judge `{judge}`"
+            f"{'a tiny model trained for under a minute on CPU and ' if tiny else ''}the judge `{judge}`"
             + (" (a transparent rule: the response covering more of the checklist/query words wins)"
                if judge.startswith("convohub-lexical") else "")
             + "; they show the pipeline runs end to end. The paper's numbers (Table 2) use GPT-4o as the judge.")
