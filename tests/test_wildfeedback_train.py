@@ -12,6 +12,7 @@ from pathlib import Path
 import pytest
 
 from convohub.cli import load_script
+from convohub.training.models import model_init_kwargs
 from convohub.training.recipes import parse_recipe
 from convohub.wildfeedback import alignment as al
 
@@ -52,14 +53,14 @@ def test_qlora_recipe_builds_bitsandbytes_and_lora_configs() -> None:
 
     for folder in (SFT, DPO):
         _, _, model_args = _parse(folder, "paper_phi3_qlora.yaml")
-        kwargs = al.model_init_kwargs(model_args)
+        kwargs = model_init_kwargs(model_args)
         quant = kwargs["quantization_config"]
         assert isinstance(quant, BitsAndBytesConfig) and quant.load_in_4bit
         assert quant.bnb_4bit_quant_type == "nf4" and quant.bnb_4bit_use_double_quant
         lora = al.lora_config(model_args)
         assert isinstance(lora, LoraConfig) and lora.r == 16 and lora.lora_alpha == 32
     _, _, full = _parse(SFT, "paper.yaml")
-    assert al.lora_config(full) is None and "quantization_config" not in al.model_init_kwargs(full)
+    assert al.lora_config(full) is None and "quantization_config" not in model_init_kwargs(full)
 
 
 # ------------------------------------------------------------------------------------------- truncation
@@ -245,6 +246,7 @@ def test_evaluate_cli_and_card_report_measured_numbers(trained: dict, tmp_path: 
     assert row in body
     assert "Plumbing check, not a quality claim" in body and "`gpt4`" in body
     assert f"{results['dpo']['reward_margin_first']} -> {results['dpo']['reward_margin_last']}" in body
+    assert "Collapse check: SFT ok, DPO ok." in body  # read from the runs' results, not asserted by the card
     values = {m["metrics"][0]["type"]: m["metrics"][0]["value"] for m in meta["model-index"][0]["results"]}
     assert values["win_rate_checklist"] == round(wc["win"], 4)
 

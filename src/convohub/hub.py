@@ -445,3 +445,8 @@ def folder_digest(folder: Path) -> dict[str, str]:
 def dump_json(obj: Any) -> str:
     """Stable JSON for files that must be byte-identical across runs."""
     return json.dumps(obj, indent=2, sort_keys=True, ensure_ascii=False) + "\n"
+
+
+def read_json(path: Path | str) -> Any:
+    """Read back what :func:`dump_json` wrote (results handed from an evaluate step to a card step)."""
+    return json.loads(Path(path).read_text(encoding="utf-8"))

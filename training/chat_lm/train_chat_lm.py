@@ -67,7 +67,7 @@ def main(argv: Sequence[str] | None = None) -> dict[str, float]:
     from transformers import AutoModelForCausalLM, AutoTokenizer
     from trl import SFTTrainer
 
-    from convohub.training.models import resolve_model
+    from convohub.training.models import model_init_kwargs, resolve_model
     from convohub.training.perplexity import perplexity
 
     parser = make_parser()
@@ -96,17 +96,7 @@ def main(argv: Sequence[str] | None = None) -> dict[str, float]:
     tokenizer = AutoTokenizer.from_pretrained(model_path)
     if tokenizer.pad_token is None:
         tokenizer.pad_token = tokenizer.eos_token
-    model_kwargs: dict[str, Any] = {"dtype": model_args.dtype or "auto"}
-    if model_args.attn_implementation:
-        model_kwargs["attn_implementation"] = model_args.attn_implementation
-    if model_args.load_in_4bit or model_args.load_in_8bit:
-        from trl import get_quantization_config
-
-        from convohub.training.models import kbit_device_map
-
-        model_kwargs["quantization_config"] = get_quantization_config(model_args)
-        model_kwargs["device_map"] = kbit_device_map()
-    model = AutoModelForCausalLM.from_pretrained(model_path, **model_kwargs)
+    model = AutoModelForCausalLM.from_pretrained(model_path, **model_init_kwargs(model_args))
     eval_texts = [tokenizer.apply_chat_template(m, tokenize=False) for m in eval_messages]
     ppl_before = perplexity(model, tokenizer, eval_texts, max_length=training_args.max_length or 512)
 

@@ -122,6 +122,7 @@ def main(argv: Sequence[str] | None = None) -> dict[str, Any]:
     from trl import SFTTrainer
 
     from convohub.reqap.qud import QUD_CONFIG, chat_token_counter, truncate_chain
+    from convohub.training.models import model_init_kwargs
 
     parser = make_parser()
     args, training_args, model_args = parser.parse_args_and_config(
@@ -147,10 +148,7 @@ def main(argv: Sequence[str] | None = None) -> dict[str, Any]:
         tokenizer = AutoTokenizer.from_pretrained(model_path)
         if tokenizer.pad_token is None:
             tokenizer.pad_token = tokenizer.eos_token
-        model_kwargs: dict[str, Any] = {"dtype": model_args.dtype or "auto"}
-        if model_args.attn_implementation:
-            model_kwargs["attn_implementation"] = model_args.attn_implementation
-        model = AutoModelForCausalLM.from_pretrained(model_path, **model_kwargs)
+        model = AutoModelForCausalLM.from_pretrained(model_path, **model_init_kwargs(model_args))
     if args.grammar_tokens:
         if not args.train_tokenizer_on_data:
             raise ValueError("grammar_tokens only applies to a data-built tokenizer (train_tokenizer_on_data)")

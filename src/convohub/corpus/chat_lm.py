@@ -8,7 +8,6 @@ exactly those measured numbers.
 
 from __future__ import annotations
 
-import json
 from pathlib import Path
 from typing import Any
 
@@ -107,10 +106,6 @@ def publish(target: HubTarget, profile: str, model_dir: Path, base_model: str, r
                   "Limitations": limitations},
     )
     return write_model(target, name, model_dir, card)
-
-
-def read_results(path: Path) -> dict[str, Any]:
-    return json.loads(Path(path).read_text(encoding="utf-8"))
 
 
 AQA_CITATION = """@inproceedings{zhang2025aqa,

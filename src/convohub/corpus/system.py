@@ -8,6 +8,7 @@ from typing import Any
 
 from convohub.corpus import chat_lm
 from convohub.corpus.dataset import DATASET_NAME, build_wildchat_sample
+from convohub.hub import read_json
 from convohub.registry import DatasetBuilder, Step, System
 
 SPACE_NAME = "wildchat-sample-explorer"
@@ -48,7 +49,7 @@ def _step_evaluate(ctx: Any) -> dict[str, Any]:
 
 
 def _step_card(ctx: Any) -> dict[str, Any]:
-    results = chat_lm.read_results(Path(ctx.artifacts["chat_lm_eval_path"]))
+    results = read_json(Path(ctx.artifacts["chat_lm_eval_path"]))
     path = chat_lm.publish(ctx.target, ctx.profile, Path(ctx.artifacts["chat_lm_dir"]), _base_model(ctx), results,
                            chat_lm.recipe_path(ctx.repo, ctx.profile))
     return {"model_dir": path}

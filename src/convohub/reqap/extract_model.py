@@ -8,7 +8,6 @@ match with :func:`convohub.reqap.extract_training.exact_match`; the card reports
 
 from __future__ import annotations
 
-import json
 from pathlib import Path
 from typing import Any
 
@@ -138,7 +137,3 @@ def publish(target: HubTarget, profile: str, model_dir: Path, results: dict[str,
                   "Limitations": limitations},
     )
     return write_model(target, name, Path(model_dir), card)
-
-
-def read_results(path: Path) -> dict[str, Any]:
-    return json.loads(Path(path).read_text(encoding="utf-8"))

@@ -230,7 +230,3 @@ def publish(target: HubTarget, profile: str, model_dir: Path, results: dict[str,
                   "Limitations": limitations},
     )
     return write_model(target, name, Path(model_dir), card)
-
-
-def read_results(path: Path) -> dict[str, Any]:
-    return json.loads(Path(path).read_text(encoding="utf-8"))

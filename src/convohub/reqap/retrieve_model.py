@@ -298,10 +298,6 @@ def publish(target: HubTarget, profile: str, model_dir: Path, results: dict[str,
     return write_model(target, name, Path(model_dir), card)
 
 
-def read_results(path: Path) -> dict[str, Any]:
-    return json.loads(Path(path).read_text(encoding="utf-8"))
-
-
 def summary(results: Sequence[dict[str, Any]]) -> str:
     """One line per evaluated model (for logs)."""
     lines = []

@@ -10,6 +10,7 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
+from convohub.hub import read_json
 from convohub.registry import Step, System
 
 
@@ -47,7 +48,7 @@ def _step_evaluate_extract(ctx: Any) -> dict[str, Any]:
 def _step_card_extract(ctx: Any) -> dict[str, Any]:
     from convohub.reqap import extract_model
 
-    results = extract_model.read_results(Path(ctx.artifacts["extract_eval_path"]))
+    results = read_json(Path(ctx.artifacts["extract_eval_path"]))
     path = extract_model.publish(ctx.target, ctx.profile, Path(ctx.artifacts["extract_model_dir"]), results,
                                  extract_model.recipe_path(ctx.repo, ctx.profile))
     return {"extract_card_dir": path}
@@ -84,7 +85,7 @@ def _card_retrieve(task: str) -> Any:
     def run(ctx: Any) -> dict[str, Any]:
         from convohub.reqap import retrieve_model
 
-        results = retrieve_model.read_results(Path(ctx.artifacts[f"retrieve_{task}_eval_path"]))
+        results = read_json(Path(ctx.artifacts[f"retrieve_{task}_eval_path"]))
         path = retrieve_model.publish(ctx.target, ctx.profile, Path(ctx.artifacts[f"retrieve_{task}_dir"]), results,
                                       retrieve_model.recipe_path(ctx.repo, ctx.profile, task))
         return {f"retrieve_{task}_card_dir": path}
@@ -116,7 +117,7 @@ def _step_evaluate_qud(ctx: Any) -> dict[str, Any]:
 def _step_card_qud(ctx: Any) -> dict[str, Any]:
     from convohub.reqap import qud_model
 
-    results = qud_model.read_results(Path(ctx.artifacts["qud_eval_path"]))
+    results = read_json(Path(ctx.artifacts["qud_eval_path"]))
     path = qud_model.publish(ctx.target, ctx.profile, Path(ctx.artifacts["qud_model_dir"]), results,
                              qud_model.recipe_path(ctx.repo, ctx.profile))
     return {"qud_card_dir": path}

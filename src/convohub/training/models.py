@@ -5,6 +5,8 @@ so the paper recipes load the papers' base models with the same code."""
 
 from __future__ import annotations
 
+from typing import Any
+
 TINY_PREFIX = "convohub-tiny:"
 
 
@@ -36,3 +38,17 @@ def kbit_device_map() -> dict[str, int] | None:
     from accelerate import PartialState
 
     return {"": PartialState().local_process_index}
+
+
+def model_init_kwargs(model_args: Any) -> dict[str, Any]:
+    """``from_pretrained`` kwargs from trl's ModelConfig: dtype, attention, 4/8-bit quantisation (QLoRA).
+    Shared by every causal-LM training script so a recipe's ``load_in_4bit`` means the same everywhere."""
+    kwargs: dict[str, Any] = {"dtype": model_args.dtype or "auto"}
+    if model_args.attn_implementation:
+        kwargs["attn_implementation"] = model_args.attn_implementation
+    if model_args.load_in_4bit or model_args.load_in_8bit:
+        from trl import get_quantization_config
+
+        kwargs["quantization_config"] = get_quantization_config(model_args)
+        kwargs["device_map"] = kbit_device_map()
+    return kwargs

@@ -278,21 +278,6 @@ def split_by_user(ds: Any, fraction: float, seed: int) -> tuple[Any, Any | None]
 
 
 # ----------------------------------------------------------------------------------------- model loading
-def model_init_kwargs(model_args: Any) -> dict[str, Any]:
-    """``from_pretrained`` kwargs from trl's ModelConfig: dtype, attention, 4/8-bit quantisation (QLoRA)."""
-    kwargs: dict[str, Any] = {"dtype": model_args.dtype or "auto"}
-    if model_args.attn_implementation:
-        kwargs["attn_implementation"] = model_args.attn_implementation
-    if model_args.load_in_4bit or model_args.load_in_8bit:
-        from trl import get_quantization_config
-
-        from convohub.training.models import kbit_device_map
-
-        kwargs["quantization_config"] = get_quantization_config(model_args)
-        kwargs["device_map"] = kbit_device_map()
-    return kwargs
-
-
 def lora_config(model_args: Any) -> Any:
     """peft's LoraConfig when ``use_peft`` (LoRA / QLoRA), else None (full fine-tune)."""
     if not model_args.use_peft:
@@ -493,7 +478,7 @@ def build_sft_trainer(script_args: AlignmentArguments, training_args: Any, model
     from transformers import AutoModelForCausalLM
     from trl import SFTTrainer
 
-    from convohub.training.models import resolve_model
+    from convohub.training.models import model_init_kwargs, resolve_model
 
     path = resolve_model(model_args.model_name_or_path)
     tokenizer = load_tokenizer(path)
@@ -516,7 +501,7 @@ def build_dpo_trainer(script_args: AlignmentArguments, training_args: Any, model
     from transformers import AutoModelForCausalLM
     from trl import DPOTrainer
 
-    from convohub.training.models import resolve_model
+    from convohub.training.models import model_init_kwargs, resolve_model
 
     path = resolve_model(model_args.model_name_or_path)
     tokenizer = load_tokenizer(path)
@@ -592,7 +577,9 @@ def train(repo: Path, profile: str, dataset_dir: Path, output_dir: Path, seed: i
 
 
 def read_results(model_dir: Path) -> dict[str, Any]:
-    return json.loads((Path(model_dir) / RESULTS_FILE).read_text(encoding="utf-8"))
+    from convohub.hub import read_json
+
+    return read_json(Path(model_dir) / RESULTS_FILE)
 
 
 def _pct(value: float) -> str:
@@ -657,7 +644,8 @@ def publish(target: Any, profile: str, model_dir: Path, results: Mapping[str, An
     training += (f"\n\nPrompt truncation (max {results.get('max_prompt_length', 'recipe')} tokens, oldest turns "
                  f"dropped first): {data.get('truncated_prompts', 0)} DPO prompts truncated, "
                  f"{data.get('dropped_too_long', 0)} dropped; {data.get('dropped_identical', 0)} pairs with "
-                 "chosen == rejected dropped. Collapse check: passed in both stages.")
+                 f"chosen == rejected dropped. Collapse check: SFT {sft.get('collapse_check', 'not run')}, "
+                 f"DPO {dpo.get('collapse_check', 'not run')}.")
     recipes = "".join(f"`{p.relative_to(p.parent.parent.parent) if len(p.parts) > 2 else p}`:\n\n```yaml\n"
                       f"{p.read_text(encoding='utf-8')}```\n\n" for p in (sft_recipe, recipe) if p.is_file())
     metrics = []
