@@ -35,7 +35,7 @@ def fixture_rows(n_users: int = 16, seed: int = 0) -> list[dict[str, Any]]:
             continue
         prompt, rejected = turns[: last_user + 1], turns[last_user + 1]["content"]
         rows.append({"id": f"wf-{conv.conversation_id[:12]}-{len(rows)}", "conversation_id": conv.conversation_id,
-                     "user_id": conv.user_id, "variant": "gpt4", "prompt": prompt, "preferences": list(PREFERENCES),
+                     "user_id": conv.user_id, "variant": "expert", "prompt": prompt, "preferences": list(PREFERENCES),
                      "chosen": _chosen(prompt[-1]["content"]), "rejected": rejected,
                      "sat_labels": [], "dsat_labels": ["Revision"], "domain": "OTHER",
                      "intent": "INTENT:1-INFORMATION_SEEKING"})

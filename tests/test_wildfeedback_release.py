@@ -53,7 +53,7 @@ def test_aligned_model_loads_and_card_has_measured_judge_results(release_root: P
     by_type = {m["type"]: m["value"] for r in meta["model-index"][0]["results"] for m in r["metrics"]}
     assert by_type["win_rate_checklist"] == round(measured["with_checklist"]["win"], 4)
     w = measured["with_checklist"]
-    assert abs(w["win"] + w["tie"] + w["lose"] - 1.0) < 1e-9 and w["n_judged"] == measured["n"]
+    assert w["n_judged"] == measured["n"] and w["parse_failures"] == 0
     assert "Plumbing check, not a quality claim" in body and "convohub-lexical-judge" in body
     assert not (folder / "trainer_state.json").exists()
 

@@ -109,7 +109,7 @@ def test_conversion_drops_identical_pairs_for_dpo_and_names_bad_rows() -> None:
     assert set(dpo.column_names) == {"prompt", "chosen", "rejected"} and dpo[0]["chosen"][0]["role"] == "assistant"
     sft, sft_stats = al.convert_rows(rows, tok, "sft", 128)
     assert len(sft) == len(rows) and set(sft.column_names) == {"prompt", "completion"}
-    assert sft_stats.variants == {"gpt4": len(rows)}
+    assert sft_stats.variants == {"expert": len(rows)}
     bad = {**rows[1], "prompt": [*rows[1]["prompt"], {"role": "assistant", "content": "x"}]}
     with pytest.raises(ValueError, match=rf"row {rows[1]['id']}: the prompt must end with the user query"):
         al.convert_rows([bad], tok, "dpo", 128)
@@ -186,7 +186,7 @@ def test_tiny_sft_then_dpo_trains_and_loads(trained: dict) -> None:
     assert math.isfinite(sft["loss_first"]) and sft["loss_last"] < sft["loss_first"]
     assert dpo["reference_model"] == str(trained["sft"]) and dpo["beta"] == 0.1 and dpo["loss_type"] == ["sigmoid"]
     assert dpo["loss_first"] == pytest.approx(math.log(2), abs=1e-3)  # policy == reference at step 0
-    assert "reward_margin_last" in dpo and dpo["data"]["variants"] == {"gpt4": dpo["train_pairs"]}
+    assert "reward_margin_last" in dpo and dpo["data"]["variants"] == {"expert": dpo["train_pairs"]}
     models = {k: AutoModelForCausalLM.from_pretrained(trained[k]) for k in ("sft", "dpo")}
     AutoTokenizer.from_pretrained(trained["dpo"])
     changed = any(not torch.equal(a, b) for a, b in zip(models["sft"].parameters(), models["dpo"].parameters(),
@@ -229,8 +229,7 @@ def test_evaluate_cli_and_card_report_measured_numbers(trained: dict, tmp_path: 
     assert results["n"] == 6 and results["judge"] == "convohub-lexical-judge"
     for key in ("with_checklist", "without_checklist"):
         r = results[key]
-        assert r["n_judged"] + r["parse_failures"] // 2 <= 6 and r["parse_failures"] == 0
-        assert r["win"] + r["tie"] + r["lose"] == pytest.approx(1.0)
+        assert r["n_judged"] == 6 and r["parse_failures"] == 0  # the lexical judge always answers
     bad = parser.parse_args(["evaluate", "--model", "m", "--baseline", "b", "--dataset", str(tmp_path / "none"),
                              "--judge-model", "lexical"])
     assert bad.handler(bad) == 2
@@ -244,7 +243,7 @@ def test_evaluate_cli_and_card_report_measured_numbers(trained: dict, tmp_path: 
     row = (f"| with checklist | {100 * wc['win']:.1f} | {100 * wc['tie']:.1f} | {100 * wc['lose']:.1f} | "
            f"{wc['mean_reward']:.1f} | {wc['n_judged']} | {wc['parse_failures']} |")
     assert row in body
-    assert "Plumbing check, not a quality claim" in body and "`gpt4`" in body
+    assert "Plumbing check, not a quality claim" in body and "`expert`" in body
     assert f"{results['dpo']['reward_margin_first']} -> {results['dpo']['reward_margin_last']}" in body
     assert "Collapse check: SFT ok, DPO ok." in body  # read from the runs' results, not asserted by the card
     values = {m["metrics"][0]["type"]: m["metrics"][0]["value"] for m in meta["model-index"][0]["results"]}

@@ -28,6 +28,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from convohub.hub import atomic_write_text, dump_json
+
 
 @dataclass
 class ChatLMArguments:
@@ -127,7 +129,7 @@ def main(argv: Sequence[str] | None = None) -> dict[str, float]:
     out = Path(training_args.output_dir)
     trained.save_pretrained(out)
     tokenizer.save_pretrained(out)
-    (out / "eval_results.json").write_text(json.dumps(results, indent=2, sort_keys=True) + "\n")
+    atomic_write_text(out / "eval_results.json", dump_json(results))
     print(json.dumps(results, indent=2, sort_keys=True))
     if training_args.push_to_hub:
         trainer.push_to_hub(dataset_name=script_args.dataset_path)

@@ -37,6 +37,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from convohub.hub import atomic_write_text, dump_json
+
 
 @dataclass
 class ExtractArguments:
@@ -160,7 +162,7 @@ def main(argv: Sequence[str] | None = None) -> dict[str, Any]:
     results |= {"train_loss": round(float(train_result.training_loss), 4), "train_pairs": len(train_pairs),
                 "train_seconds": round(train_seconds, 1), "epochs": float(training_args.num_train_epochs),
                 "base_model": args.model_name_or_path}
-    (out / "eval_results.json").write_text(json.dumps(results, indent=2, sort_keys=True) + "\n")
+    atomic_write_text(out / "eval_results.json", dump_json(results))
     print(summarise(results))
     print(json.dumps(results, indent=2, sort_keys=True))
     if training_args.push_to_hub:

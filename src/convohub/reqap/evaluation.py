@@ -31,6 +31,7 @@ from typing import Any, Protocol
 
 from convohub.metrics.hit_at_1 import hit_at_1, is_hit
 from convohub.reqap.events import EventStore
+from convohub.reqap.executor import REFERENCE_DATE
 
 __all__ = ["ATTRIBUTION_LABELS", "SYSTEMS", "attribute_error", "evaluate", "format_results", "load_persona",
            "persona_ids"]
@@ -83,12 +84,9 @@ def attribute_error(question: dict[str, Any], predicted_tree: str | None, store:
     """The component blamed for a missed question (see the module docstring); None without a gold tree."""
     from convohub.reqap.executor import Executor
     from convohub.reqap.extraction import DirectExtractor
-    from convohub.reqap.gold_trees import gold_tree, oracle_retriever
+    from convohub.reqap.gold_trees import gold_tree_or_none, oracle_retriever
 
-    try:
-        gold = gold_tree(question)
-    except (KeyError, ValueError):
-        gold = None
+    gold = gold_tree_or_none(question)
     if gold is None or index is None:
         return None
     golds = question["answers"]
@@ -148,7 +146,7 @@ def evaluate(dataset_dir: str | Path, split: str, system: str, answerer: Answere
         if on_persona is not None:
             on_persona(pid, questions)
         for q in tqdm(questions, desc=f"{system} {pid}", leave=False):
-            ref_date = date.fromisoformat(q.get("reference_date") or "2024-11-25")
+            ref_date = date.fromisoformat(q["reference_date"]) if q.get("reference_date") else REFERENCE_DATE
             res = answerer.answer(q["question"], store, ref_date)
             failed = res.error is not None
             pred = _encode(res.answer, failed)

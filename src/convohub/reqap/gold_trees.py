@@ -563,6 +563,15 @@ def gold_tree(question: Mapping[str, Any]) -> str | None:
     return parse_tree(_fill(gold.tree, template_bindings(question))).text
 
 
+def gold_tree_or_none(question: Mapping[str, Any]) -> str | None:
+    """:func:`gold_tree`, or None also when the question's text does not fit its template (a paraphrase,
+    an authors' question): callers that score or derive data skip such questions instead of failing."""
+    try:
+        return gold_tree(question)
+    except (KeyError, ValueError):
+        return None
+
+
 # -- QUD decomposition ------------------------------------------------------------------------------------
 def _children(node: OpNode) -> list[OpNode]:
     """Operator children in pre-order position: list arguments, then operators nested in lambdas."""

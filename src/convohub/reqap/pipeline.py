@@ -58,12 +58,9 @@ class GoldTreeDecomposer:
 
     def tree_for(self, question: Mapping[str, Any]) -> str | None:
         """The gold tree of one question dict, None when its template has none or does not fit."""
-        from convohub.reqap.gold_trees import gold_tree
+        from convohub.reqap.gold_trees import gold_tree_or_none
 
-        try:
-            return gold_tree(question)
-        except (KeyError, ValueError):
-            return None
+        return gold_tree_or_none(question)
 
     def candidates(self, question: str) -> Iterator[str]:
         from convohub.perqa.templates import TEMPLATES

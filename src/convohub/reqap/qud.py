@@ -32,7 +32,7 @@ from dataclasses import dataclass, field
 from functools import cached_property
 from importlib import resources
 from pathlib import Path
-from typing import Any, Protocol
+from typing import Any
 
 from convohub.llm import ChatBackend, ChatRequest
 from convohub.reqap.errors import TreeSyntaxError
@@ -40,7 +40,7 @@ from convohub.reqap.expr import Function
 from convohub.reqap.parse import Node, OpNode, Placeholder, assemble, parse_tree, placeholders, substitute
 from convohub.reqap.retrieval import tokenize
 
-__all__ = ["INSTRUCTION", "Candidate", "Decomposer", "ICLDecomposer", "QUDExample", "QUDStats",
+__all__ = ["INSTRUCTION", "Candidate", "ICLDecomposer", "QUDExample", "QUDStats",
            "RecursiveDecomposer", "SFTDecomposer", "Turn", "history_messages", "load_examples", "parse_step",
            "step_chains", "truncate_chain"]
 
@@ -78,12 +78,6 @@ date.today() is the reference date. Write the operator call only, without any ex
 
 NEW_QUESTION = "Starting with new question. Input: "
 NEXT_INPUT = "Input: "
-
-
-class Decomposer(Protocol):
-    """What the ReQAP pipeline needs from QUD: complete operator-tree strings for a question, best first."""
-
-    def candidates(self, question: str) -> Iterator[str]: ...
 
 
 # -- dialogue rendering ------------------------------------------------------------------------------------

@@ -18,7 +18,7 @@ from __future__ import annotations
 
 import json
 import random
-from itertools import islice
+from datetime import date
 from pathlib import Path
 from typing import Any
 
@@ -63,15 +63,6 @@ def train(repo: Path, profile: str, dataset_dir: Path, output_dir: Path, seed: i
     return Path(output_dir)
 
 
-def _gold(question: dict[str, Any]) -> str | None:
-    from convohub.reqap.gold_trees import gold_tree
-
-    try:
-        return gold_tree(question)
-    except (KeyError, ValueError):
-        return None
-
-
 def evaluate(model_dir: Path | None, dataset_dir: Path, split: str = "test", *, max_questions: int | None = 100,
              retriever: Any = None, extractor: Any = None, decomposer: Any = None, max_trees: int = 10,
              time_budget: float = 60.0, seed: int = 0) -> dict[str, Any]:
@@ -85,8 +76,10 @@ def evaluate(model_dir: Path | None, dataset_dir: Path, split: str = "test", *, 
 
     from convohub.metrics import hit_at_1
     from convohub.reqap.events import EventStore
-    from convohub.reqap.executor import Executor
+    from convohub.reqap.executor import REFERENCE_DATE
     from convohub.reqap.extraction import DirectExtractor
+    from convohub.reqap.gold_trees import gold_tree_or_none
+    from convohub.reqap.pipeline import ReQAP
     from convohub.reqap.qud import SFTDecomposer
     from convohub.reqap.qud_data import load_questions
     from convohub.reqap.retrieval import BM25Retriever
@@ -94,7 +87,7 @@ def evaluate(model_dir: Path | None, dataset_dir: Path, split: str = "test", *, 
     if decomposer is None:
         if model_dir is None:
             raise ValueError("evaluate needs a model_dir or a decomposer")
-        decomposer = SFTDecomposer(model_dir, device="cpu")
+        decomposer = SFTDecomposer(model_dir)
     retriever = retriever if retriever is not None else BM25Retriever()
     extractor = extractor if extractor is not None else DirectExtractor()
     questions = load_questions(dataset_dir, split)
@@ -103,6 +96,7 @@ def evaluate(model_dir: Path | None, dataset_dir: Path, split: str = "test", *, 
         questions = [q for i, q in enumerate(questions) if i in keep]
     if not questions:
         raise ValueError(f"{dataset_dir}: split {split!r} has no questions")
+    system = ReQAP(decomposer, retriever, extractor, budget_s=time_budget, max_trees=max_trees)
     preds: list[str | None] = []
     refs: list[list[str]] = []
     with_tree = with_gold = exact = 0
@@ -112,16 +106,12 @@ def evaluate(model_dir: Path | None, dataset_dir: Path, split: str = "test", *, 
         if pid not in stores:
             stores.clear()
             stores[pid] = EventStore.from_dataset_folder(dataset_dir, pid)
-        executor = Executor(stores[pid], retriever, extractor, time_budget=time_budget)
-        first, answer = None, None
-        for tree in islice(decomposer.candidates(q["question"]), max_trees):
-            first = tree if first is None else first
-            run = executor.execute(tree)
-            if run.ok:
-                answer = json.dumps(run.answer, ensure_ascii=False, default=str)
-                break
+        run = system.answer(q["question"], stores[pid], date.fromisoformat(q["reference_date"])
+                            if q.get("reference_date") else REFERENCE_DATE)
+        first = run.tried[0]["tree"] if run.tried else None
+        answer = None if run.tree is None else json.dumps(run.answer, ensure_ascii=False, default=str)
         with_tree += first is not None
-        gold = _gold(q)
+        gold = gold_tree_or_none(q)
         if gold is not None:
             with_gold += 1
             exact += first == gold
@@ -142,11 +132,12 @@ def evaluate(model_dir: Path | None, dataset_dir: Path, split: str = "test", *, 
     }
 
 
-def _training_data(model_dir: Path) -> str:
+def _training_results(model_dir: Path) -> dict[str, Any]:
+    """What the training script recorded (data source, pairs, epochs), or {} for a model trained elsewhere."""
+    from convohub.hub import read_json
+
     path = Path(model_dir) / "eval_results.json"
-    if path.is_file():
-        return str(json.loads(path.read_text(encoding="utf-8")).get("data", {}).get("source", "unknown"))
-    return "unknown"
+    return read_json(path) if path.is_file() else {}
 
 
 def publish(target: HubTarget, profile: str, model_dir: Path, results: dict[str, Any], recipe: Path) -> Path:
@@ -155,7 +146,8 @@ def publish(target: HubTarget, profile: str, model_dir: Path, results: dict[str,
     dataset_id = target.repo_id(DATASET_REPO)
     spec = _recipe(recipe)
     base_model = str(spec["model_name_or_path"])
-    data_source = _training_data(model_dir)
+    training = _training_results(model_dir)
+    data_source = str(training.get("data", {}).get("source", "unknown"))
     grammar = (" plus the operator grammar's fixed pieces as single tokens" if spec.get("grammar_tokens") else "")
     base_note = (f"a Llama-style causal LM of {spec.get('tiny_layers', 2)} layers (hidden size "
                  f"{spec.get('tiny_hidden_size', 64)}) randomly initialised by `convohub.tiny.build_tiny_causal_lm`, "
@@ -194,8 +186,9 @@ def publish(target: HubTarget, profile: str, model_dir: Path, results: dict[str,
         f"| questions with a complete tree | {r['tree_rate']} |"
     )
     limitations = (
-        "The tiny profile demonstrates the pipeline end to end: a model of about a million parameters trained "
-        "from scratch for a few minutes on CPU learns the operator grammar and the step patterns of the "
+        "The tiny profile demonstrates the pipeline end to end: the small model described above, trained from "
+        f"scratch on CPU ({training.get('epochs', '?')} epochs over {training.get('train_pairs', '?')} pairs), "
+        "learns the operator grammar and the step patterns of the "
         "training templates, but the test templates are unseen, so its trees rarely match the gold ones and "
         "its answers are seldom right (see the measured numbers above). Use a paper profile for real use."
         if profile == "tiny" else

@@ -13,7 +13,7 @@ the gold event ids of each query, so every (persona, query) pair yields labelled
   candidates) and <= 5 random negatives (non-gold events of the whole store, drawn with weights inverse to
   their source's frequency so rare sources are seen);
 * patterns (:class:`Pattern`): the frequent non-numeric ``key: value`` pairs of the candidate pool
-  (:func:`detect_patterns`, >= ``pattern_threshold`` candidates) labelled by *all* events of the store they
+  (:meth:`PatternIndex.detect`, >= ``pattern_threshold`` candidates) labelled by *all* events of the store they
   match: relevant (all gold), irrelevant (none gold), partial (some); <= 5 positive (relevant/partial) and
   <= 5 negative patterns per call, plus one ``source: ...`` pattern per source of the pool.
 
@@ -35,12 +35,12 @@ from typing import Any
 from convohub.perqa.vocab import derive_rng
 from convohub.reqap.events import EventStore
 from convohub.reqap.expr import Function
-from convohub.reqap.gold_trees import OracleIndex, gold_tree
+from convohub.reqap.gold_trees import OracleIndex, gold_tree_or_none
 from convohub.reqap.parse import OpNode, parse_tree
 from convohub.reqap.retrieval import HIDDEN_KEYS, BM25Retriever, verbalise_event
 
 __all__ = ["EVENT_LABELS", "PATTERN_LABELS", "Example", "Pattern", "PatternIndex", "RetrieveData",
-           "RetrieveDataConfig", "decode_events", "derive", "derive_from_dataset", "derive_from_perqa", "detect_patterns", "event_text",
+           "RetrieveDataConfig", "decode_events", "derive", "derive_from_dataset", "derive_from_perqa", "event_text",
            "pattern_label", "pattern_value", "personas_with_questions", "retrieve_queries",
            "to_rows"]
 
@@ -146,7 +146,8 @@ class PatternIndex:
         return self._ids.get(pattern, [])
 
     def detect(self, candidate_ids: Iterable[str], threshold: int) -> list[Pattern]:
-        """:func:`detect_patterns` over events of this store, from the precomputed patterns."""
+        """Frequent non-numeric key-value patterns of the candidates (>= ``threshold`` events), most frequent
+        first, then one source pattern per source of the candidates (in order of first appearance)."""
         counts: Counter[Pattern] = Counter()
         sources: dict[str, None] = {}
         for i in candidate_ids:
@@ -159,19 +160,6 @@ class PatternIndex:
 
 def _frequent(counts: Counter[Pattern], threshold: int) -> list[Pattern]:
     return sorted((p for p, n in counts.items() if n >= threshold), key=lambda p: (-counts[p], p))
-
-
-def detect_patterns(events: Iterable[Mapping[str, Any]], threshold: int) -> list[Pattern]:
-    """Frequent non-numeric key-value patterns of a candidate pool (>= ``threshold`` events), most frequent
-    first, then one source pattern per source of the pool (in order of first appearance)."""
-    counts: Counter[Pattern] = Counter()
-    sources: dict[str, None] = {}
-    for e in events:
-        if e.get("source") is None:
-            continue
-        sources.setdefault(str(e["source"]))
-        counts.update(_event_patterns(e))
-    return _frequent(counts, threshold) + [Pattern(s) for s in sources]
 
 
 def retrieve_queries(tree: str | OpNode) -> list[str]:
@@ -290,7 +278,7 @@ def derive(personas: Iterable[PersonaInput], config: RetrieveDataConfig | None =
     for persona_id, observable, canonical, questions in personas:
         queries: dict[str, None] = {}
         for q in questions:
-            tree = gold_tree(q)
+            tree = gold_tree_or_none(q)
             if tree is None:
                 stats["questions_without_gold_tree"] += 1
                 continue

@@ -14,7 +14,6 @@ from __future__ import annotations
 
 import itertools
 import json
-from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
@@ -69,7 +68,7 @@ def train(repo: Path, profile: str, dataset_dir: Path, output_dir: Path, seed: i
 def _calls(dataset_dir: Path, split: str, max_personas: int | None) -> list[tuple[str, Any, Any, str]]:
     """(persona_id, store, oracle, query) of every RETRIEVE query of the split's gold trees."""
     from convohub.reqap.events import EventStore
-    from convohub.reqap.gold_trees import OracleIndex, gold_tree
+    from convohub.reqap.gold_trees import OracleIndex, gold_tree_or_none
     from convohub.reqap.retrieve_data import decode_events, personas_with_questions, retrieve_queries
 
     out = []
@@ -77,7 +76,7 @@ def _calls(dataset_dir: Path, split: str, max_personas: int | None) -> list[tupl
             personas_with_questions(dataset_dir, split), max_personas):
         queries: dict[str, None] = {}
         for q in questions:
-            tree = gold_tree(q)
+            tree = gold_tree_or_none(q)
             if tree is not None:
                 queries.update(dict.fromkeys(retrieve_queries(tree)))
         if not queries:
@@ -275,8 +274,10 @@ def publish(target: HubTarget, profile: str, model_dir: Path, results: dict[str,
         "# Executor(EventStore.from_records(events), retriever=retriever).execute(tree)\n```"
     )
     limitations = (
-        "The tiny profile demonstrates the pipeline: about a minute of CPU training on a few hundred examples "
-        "from all-MiniLM-L6-v2 (not a cross-encoder checkpoint); its classifications are weak." if profile == "tiny"
+        f"The tiny profile demonstrates the pipeline: {results['training'].get('epochs', '?')} epoch(s) of CPU "
+        f"training on {results['training'].get('train_examples', '?')} examples from all-MiniLM-L6-v2 (not a "
+        "cross-encoder checkpoint); its classifications are weak (see the measured numbers above)."
+        if profile == "tiny"
         else "Trained on synthetic personas and convohub's gold trees' query wording; real personal data and "
              "other query phrasings may behave differently.")
     card = ModelCardInfo(
@@ -296,16 +297,3 @@ def publish(target: HubTarget, profile: str, model_dir: Path, results: dict[str,
                   "Limitations": limitations},
     )
     return write_model(target, name, Path(model_dir), card)
-
-
-def summary(results: Sequence[dict[str, Any]]) -> str:
-    """One line per evaluated model (for logs)."""
-    lines = []
-    for r in results:
-        line = f"{r['task']}: accuracy {r['accuracy']}, macro-F1 {r['f1_macro']} on {r['examples']} {r['split']} examples"
-        if "retrieval" in r:
-            x = r["retrieval"]
-            line += (f"; recall {x['bm25_recall']} -> {x['pipeline_recall']}, precision {x['bm25_precision']} -> "
-                     f"{x['pipeline_precision']} (BM25 -> pipeline, {x['calls']} calls)")
-        lines.append(line)
-    return "\n".join(lines)

@@ -6,7 +6,7 @@
    default is :class:`~convohub.reqap.retrieval.BM25Retriever` (bm25s over ``key: json(value)`` lines);
    the paper's SPLADE (``naver/splade-cocondenser-ensembledistil``, threshold 0.1) plugs in as
    ``first_stage=SpladeFirstStage(path)`` - any object with ``scores(query, store) -> [(id, score)]`` works;
-2. pattern detection (:func:`~convohub.reqap.retrieve_data.detect_patterns`): non-numeric key-value pairs
+2. pattern detection (:meth:`~convohub.reqap.retrieve_data.PatternIndex.detect`): non-numeric key-value pairs
    shared by >= ``pattern_threshold`` candidates, plus one ``source: ...`` pattern per candidate source;
 3. the pattern cross-encoder labels each pattern relevant / irrelevant / partial: a relevant pattern keeps
    *every* event of the whole store it matches (also those the first stage missed); an irrelevant source

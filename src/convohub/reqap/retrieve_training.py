@@ -10,13 +10,13 @@ evaluator after training, so the gain is measured -> save. Heavy imports happen 
 
 from __future__ import annotations
 
-import json
 import time
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from convohub.hub import atomic_write_text, dump_json
 from convohub.reqap.retrieve_data import EVENT_LABELS, PATTERN_LABELS, Example, RetrieveDataConfig
 
 __all__ = ["TASKS", "RetrieveArguments", "classification_metrics", "data_config", "load_examples",
@@ -207,7 +207,7 @@ def run(task: str, argv: Sequence[str] | None = None) -> dict[str, Any]:
         "epochs": float(training_args.num_train_epochs), "base_model": args.model_name_or_path,
         "max_length": args.max_length, "data_train": train_stats, "data_heldout": eval_stats,
     }
-    (out / "eval_results.json").write_text(json.dumps(results, indent=2, sort_keys=True) + "\n", encoding="utf-8")
+    atomic_write_text(out / "eval_results.json", dump_json(results))
     print(f"{task}: held-out accuracy {before['accuracy']:.4f} -> {after['accuracy']:.4f}, "
           f"macro-F1 {before['f1_macro']:.4f} -> {after['f1_macro']:.4f}")
     if training_args.push_to_hub:  # pragma: no cover - needs the Hub

@@ -18,6 +18,7 @@ from pathlib import Path
 from typing import Any
 
 from convohub.reqap.events import EventStore
+from convohub.reqap.executor import REFERENCE_DATE
 
 __all__ = ["OBS_COLUMNS", "TRACE_HEADERS", "ask", "events_from_csv", "events_from_ics", "example_questions",
            "export_space", "resolve_folder", "tree_markdown"]
@@ -114,7 +115,7 @@ def trace_rows(trace: list[Mapping[str, Any]]) -> list[list[Any]]:
             for t in trace]
 
 
-def ask(system: Any, question: str, store: EventStore, reference_date: date = date(2024, 11, 25)
+def ask(system: Any, question: str, store: EventStore, reference_date: date = REFERENCE_DATE
         ) -> tuple[str, str, list[list[Any]], dict[str, Any]]:
     """(answer as JSON text, tree Markdown, trace rows, full result dict) for one question."""
     if not question or not question.strip():
@@ -128,18 +129,17 @@ def ask(system: Any, question: str, store: EventStore, reference_date: date = da
 
 def example_questions(dataset_dir: Path, split: str = "test", n: int = 6) -> list[tuple[str, str]]:
     """(persona, question) examples that the gold-tree oracle can decompose, one per template."""
-    from convohub.reqap.evaluation import load_persona, persona_ids
-    from convohub.reqap.pipeline import GoldTreeDecomposer
+    from convohub.reqap.gold_trees import gold_tree_or_none
+    from convohub.reqap.qud_data import load_questions
 
-    oracle, out, templates = GoldTreeDecomposer(), [], set()
-    for pid in persona_ids(dataset_dir, split):
-        _, questions, _ = load_persona(dataset_dir, pid, canonical=False)
-        for q in questions:
-            if q.get("template_id") not in templates and oracle.tree_for(q) is not None:
-                templates.add(q["template_id"])
-                out.append((pid, q["question"]))
+    out: list[tuple[str, str]] = []
+    templates: set[str] = set()
+    for q in load_questions(dataset_dir, split):  # questions only: no persona's events are loaded
+        if q.get("template_id") not in templates and gold_tree_or_none(q) is not None:
+            templates.add(q["template_id"])
+            out.append((q["persona_id"], q["question"]))
             if len(out) >= n:
-                return out
+                break
     return out
 
 

@@ -8,7 +8,6 @@ the seeded WildChat-format sample corpus, with the configured LLM or the offline
 
 from __future__ import annotations
 
-import json
 from collections.abc import Iterable, Mapping, Sequence
 from pathlib import Path
 from string import Template
@@ -253,20 +252,6 @@ def _write(target: HubTarget, repo: Path, configs: dict[str, Any], provenance: s
         task_categories=("text-generation",), tags=("convohub", "wildfeedback", "preference", "dpo", "wildchat"),
     )
     return write_dataset(target, DATASET_NAME, configs, card, default_config="wildfeedback")
-
-
-def statistics_json(folder: Path) -> dict[str, Any]:
-    """Row counts per config of a built folder (used by tests and the report)."""
-    from convohub.hub import load_local
-
-    out = {}
-    for config, split in (("wildfeedback", "train"), ("test", "test"), ("sat_dsat_annotation", "train"),
-                          ("user_preference", "train")):
-        try:
-            out[config] = len(load_local(folder, config, split))
-        except (FileNotFoundError, ValueError, KeyError):
-            continue
-    return json.loads(json.dumps(out))
 
 
 __all__ = ["DATASET_NAME", "PAIR_COLUMNS", "build_from_pipeline", "build_from_source", "table1", "table6"]

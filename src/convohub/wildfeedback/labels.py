@@ -12,6 +12,7 @@ from __future__ import annotations
 import re
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import asdict, dataclass, field
+from functools import lru_cache
 from typing import Any
 
 RELATION_LABELS = ("YES", "NO")
@@ -84,21 +85,24 @@ def _key(text: str) -> str:
     return re.sub(r"[\s_\-]+", "_", text.strip()).lower()
 
 
-_SAT_BY_KEY = {_key(label): label for label in SAT_LABELS}
-_DSAT_BY_KEY = {_key(label): label for label in DSAT_LABELS}
-_DSAT_BY_KEY[_key("NA")] = _SAT_BY_KEY[_key("NA")] = NA
 _INTENT_BY_NUMBER = {label.split(":")[1].split("-")[0]: label for label in INTENT_LABELS}
 _INTENT_BY_KEY = {_key(label.split("-", 1)[1]): label for label in INTENT_LABELS}
+
+
+@lru_cache(maxsize=32)
+def _lookup(allowed: tuple[str, ...]) -> dict[str, str]:
+    """Normalised key -> label; the SAT and DSAT sets also take the "NA" spelling of :data:`NA`."""
+    table = {_key(label): label for label in allowed}
+    if allowed in (SAT_LABELS, DSAT_LABELS):
+        table[_key("NA")] = NA
+    return table
 
 
 def normalise_label(value: Any, allowed: Sequence[str], what: str) -> str:
     """``value`` as one of ``allowed`` (case and space/underscore/hyphen insensitive) or :class:`LabelError`."""
     if not isinstance(value, str):
         raise LabelError(f"{what} must be a string, got {type(value).__name__}")
-    table = {_key(label): label for label in allowed}
-    if what in ("satisfaction", "dissatisfaction"):
-        table[_key("NA")] = NA
-    found = table.get(_key(value))
+    found = _lookup(tuple(allowed)).get(_key(value))
     if found is None:
         raise LabelError(f"{what} {value!r} is not one of {list(allowed)}")
     return found

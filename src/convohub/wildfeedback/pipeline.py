@@ -23,7 +23,7 @@ import json
 import re
 from collections import Counter
 from collections.abc import Callable, Mapping, Sequence
-from dataclasses import asdict, dataclass, field
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
@@ -240,7 +240,12 @@ def run_pipeline(conversations: Sequence[Mapping[str, Any]], work: Path, backend
     multi = [dict(c) for c in conversations if len(group_turns(messages_of(c))) >= 2]
     counts["conversations"] = len(conversations)
     counts["multi_turn_conversations"] = len(multi)
-    base_fp = {"data": _digest([c["conversation_id"] for c in multi]), "settings": asdict(settings)}
+    # each stage's fingerprint holds what it (and the stages before it) read, so a test-split setting
+    # (clusters, seed, near-duplicate threshold) never invalidates the labels, summaries or pairs
+    labels_fp = {"data": _digest([c["conversation_id"] for c in multi]), "labeller": backends.describe()["labeller"],
+                 "max_attempts": settings.max_attempts, "label_max_new_tokens": settings.label_max_new_tokens}
+    summaries_fp = {**labels_fp, "summariser": backends.describe()["summariser"]}
+    pairs_fp = {**summaries_fp, **backends.describe(), "response_max_new_tokens": settings.response_max_new_tokens}
 
     def _labels() -> dict[str, Any]:
         outcomes = identify_many([messages_of(c) for c in multi], b.labeller, max_attempts=settings.max_attempts,
@@ -248,7 +253,7 @@ def run_pipeline(conversations: Sequence[Mapping[str, Any]], work: Path, backend
         return {c["conversation_id"]: ({"result": o.result.to_dict()} if o.result else {"errors": o.errors})
                 for c, o in zip(multi, outcomes, strict=True)}
 
-    labels = _stage(work, "labels", {**base_fp, "labeller": backends.describe()["labeller"]}, _labels)
+    labels = _stage(work, "labels", labels_fp, _labels)
     results = {cid: FeedbackResult.from_dict(v["result"]) for cid, v in labels.items() if "result" in v}
     counts["labelling_failures"] = sum("errors" in v for v in labels.values())
     counts["sat_conversations"] = sum(r.sat for r in results.values())
@@ -266,8 +271,7 @@ def run_pipeline(conversations: Sequence[Mapping[str, Any]], work: Path, backend
         return {c["conversation_id"]: ({"summary": s} if s is not None else {"errors": e})
                 for c, (s, e) in zip(dsat, out, strict=True)}
 
-    summaries_raw = _stage(work, "summaries", {**base_fp, "labeller": backends.describe()["labeller"],
-                                               "summariser": backends.describe()["summariser"]}, _summaries)
+    summaries_raw = _stage(work, "summaries", summaries_fp, _summaries)
     summaries = {cid: v["summary"] for cid, v in summaries_raw.items() if "summary" in v}
     counts["summary_failures"] = sum("errors" in v for v in summaries_raw.values())
     counts["episodes"] = sum(len(s) for s in summaries.values())
@@ -290,7 +294,7 @@ def run_pipeline(conversations: Sequence[Mapping[str, Any]], work: Path, backend
             value.update(on_policy=policy_rows, on_policy_counts=dict(policy_counts))
         return value
 
-    pairs = _stage(work, "pairs", {**base_fp, **backends.describe()}, _pairs)
+    pairs = _stage(work, "pairs", pairs_fp, _pairs)
     counts["episode_drops"] = pairs["skeleton_drops"]
     counts["expert"] = pairs["expert_counts"]
     all_pairs = list(pairs["expert"])

@@ -17,7 +17,6 @@ one sentence (Style cues are spelled out: shorter, formal, bullet points, simple
 
 from __future__ import annotations
 
-import json
 import re
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
@@ -221,6 +220,3 @@ def guided_messages(prompt: Sequence[Mapping[str, str]], preferences: Sequence[s
               "reply. The response should be safe.")
     return [{"role": "system", "content": system}, *({"role": m["role"], "content": m["content"]} for m in prompt)]
 
-
-def dumps_summary(summary: list[dict]) -> str:
-    return json.dumps(summary, ensure_ascii=False)

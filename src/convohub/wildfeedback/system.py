@@ -17,6 +17,7 @@ import sys
 from pathlib import Path
 from typing import Any
 
+from convohub.hub import read_json
 from convohub.registry import DatasetBuilder, Step, System
 from convohub.scoring import Benchmark
 
@@ -79,13 +80,12 @@ def _step_evaluate(ctx: Any) -> dict[str, Any]:
     from convohub.hub import atomic_write_text, dump_json
     from convohub.wildfeedback import alignment, evaluation
 
-    tiny = ctx.profile == "tiny"
     judge = {"judge": ctx.llm} if ctx.llm is not None else {"judge_model": "lexical"}
-    results = evaluation.evaluate(str(ctx.artifacts["wildfeedback_dpo_dir"]),
-                                  alignment.base_model_of(ctx.repo, ctx.profile), _dataset_dir(ctx),
-                                  max_new_tokens=48 if tiny else 512, max_prompt_length=256 if tiny else 3072,
+    dpo_dir = Path(ctx.artifacts["wildfeedback_dpo_dir"])
+    results = evaluation.evaluate(str(dpo_dir), alignment.base_model_of(ctx.repo, ctx.profile), _dataset_dir(ctx),
+                                  max_new_tokens=48 if ctx.profile == "tiny" else 512,
+                                  max_prompt_length=alignment.read_results(dpo_dir)["max_prompt_length"],
                                   cache_dir=ctx.scratch("wildfeedback", "judge-cache"), **judge)
-    results["max_prompt_length"] = 256 if tiny else 3072
     path = ctx.scratch("wildfeedback") / "alignment_eval.json"
     atomic_write_text(path, dump_json(results))
     return {"wildfeedback_eval_path": path}
@@ -94,7 +94,7 @@ def _step_evaluate(ctx: Any) -> dict[str, Any]:
 def _step_card(ctx: Any) -> dict[str, Any]:
     from convohub.wildfeedback import alignment
 
-    results = json.loads(Path(ctx.artifacts["wildfeedback_eval_path"]).read_text(encoding="utf-8"))
+    results = read_json(Path(ctx.artifacts["wildfeedback_eval_path"]))
     results |= {"sft": alignment.read_results(Path(ctx.artifacts["wildfeedback_sft_dir"])),
                 "dpo": alignment.read_results(Path(ctx.artifacts["wildfeedback_dpo_dir"]))}
     path = alignment.publish(ctx.target, ctx.profile, Path(ctx.artifacts["wildfeedback_dpo_dir"]), results,
