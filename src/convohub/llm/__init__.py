@@ -15,7 +15,7 @@ from __future__ import annotations
 from typing import TYPE_CHECKING, Any
 
 from .cache import CachedBackend, ResponseCache, cache_key
-from .factory import backend_from_env, make_backend
+from .factory import OFFLINE_SPEC, backend_from_env, default_backend, make_backend
 from .jsonparse import JsonParse, parse_json_answer
 from .runner import response_summary, run_chat
 from .types import ChatBackend, ChatRequest, ChatResponse
@@ -31,10 +31,12 @@ __all__ = [
     "ChatResponse",
     "EndpointBackend",
     "JsonParse",
+    "OFFLINE_SPEC",
     "ResponseCache",
     "TransformersBackend",
     "backend_from_env",
     "cache_key",
+    "default_backend",
     "make_backend",
     "parse_json_answer",
     "response_summary",

