@@ -41,6 +41,11 @@ def _add_target_args(p: argparse.ArgumentParser) -> None:
     p.add_argument("--push", action="store_true",
                    help="also upload every written folder to the Hub (needs --namespace and a token)")
     p.add_argument("--token", default=None, help="Hub token (default: HF_TOKEN or the cached login)")
+    p.add_argument("--llm", default=None, metavar="SPEC",
+                   help="the LLM of the LLM steps: 'smollm2' (the offline model), an endpoint "
+                        "'http://host:8000/v1#model', 'local:/folder', or 'rules' for the named rule/lexical "
+                        "stand-ins (default: the endpoint of CONVOHUB_LLM_BASE_URL/CONVOHUB_LLM_MODEL, else "
+                        "each step's measured offline default, named on its card)")
 
 
 def make_parser() -> argparse.ArgumentParser:
@@ -130,10 +135,10 @@ def _cmd_release(args: argparse.Namespace) -> int:
             print(f"{name:16s} {system.title}\n{'':16s} {steps}")
         return 0
     target = _target(args)
-    llm = _llm_from_env()
+    llm, use_rules = _llm_choice(args)
     records, failure = run_release(out=target.root, profile=args.profile, only=args.only,
                                    namespace=target.namespace, push=target.push, token=target.token,
-                                   seed=args.seed, force=args.force, llm=llm)
+                                   seed=args.seed, force=args.force, llm=llm, use_rules=use_rules)
     print("\n" + summary_table(records))
     if failure is not None:
         print(f"\nconvohub release: FAILED at {failure.system}/{failure.step}: {failure.cause}", file=sys.stderr)
@@ -142,12 +147,16 @@ def _cmd_release(args: argparse.Namespace) -> int:
     return 0
 
 
-def _llm_from_env():
-    try:
-        from convohub.llm import backend_from_env
-    except ImportError:  # pragma: no cover - the llm layer ships with the package
-        return None
-    return backend_from_env()
+def _llm_choice(args: argparse.Namespace) -> tuple[object, bool]:
+    """(configured backend or None, use the rule stand-ins) from ``--llm`` and ``CONVOHUB_LLM_*``."""
+    from convohub.llm import backend_from_env, make_backend
+
+    spec = getattr(args, "llm", None)
+    if spec == "rules":
+        return None, True
+    if spec:
+        return make_backend(spec), False
+    return backend_from_env(), False
 
 
 def _cmd_datasets(args: argparse.Namespace) -> int:
@@ -164,8 +173,9 @@ def _cmd_datasets(args: argparse.Namespace) -> int:
     _, builder = find_dataset(args.name)
     if args.source is not None and not args.source.exists():
         raise SystemExit(f"convohub: --source {args.source} does not exist")
+    llm, use_rules = _llm_choice(args)
     ctx = ReleaseContext(profile="tiny", target=target, work_dir=target.root / ".convohub-work", seed=args.seed,
-                         llm=_llm_from_env())
+                         llm=llm, use_rules=use_rules)
     path = builder.build(ctx, args.source)
     print(f"wrote {path}")
     return 0

@@ -41,8 +41,12 @@ class ReleaseContext:
     target: HubTarget
     work_dir: Path
     seed: int = 0
-    llm: Any = None  # convohub.llm ChatBackend, or None offline
+    #: the LLM the user configured (``--llm SPEC`` or ``CONVOHUB_LLM_*``): a ChatBackend, or None
+    llm: Any = None
+    #: ``--llm rules``: LLM steps use their named rule/lexical stand-ins instead of any model
+    use_rules: bool = False
     artifacts: dict[str, Any] = field(default_factory=dict)
+    _local_llm: Any = field(default=None, repr=False)
 
     def __post_init__(self) -> None:
         if self.profile not in PROFILES:
@@ -53,6 +57,18 @@ class ReleaseContext:
         path = self.work_dir.joinpath(*parts)
         path.mkdir(parents=True, exist_ok=True)
         return path
+
+    def local_llm(self) -> Any:
+        """The offline SmolLM2 backend (loaded once per release, answers cached under the work dir)."""
+        if self._local_llm is None:
+            from convohub.llm import OFFLINE_SPEC, make_backend
+
+            self._local_llm = make_backend(OFFLINE_SPEC, cache_dir=self.scratch("llm-cache"))
+        return self._local_llm
+
+    def chat_llm(self) -> Any:
+        """The LLM for a step that needs a model: the configured one, else the offline SmolLM2 model."""
+        return self.llm if self.llm is not None else self.local_llm()
 
     def log(self, message: str) -> None:
         print(f"    {message}", flush=True)
@@ -73,7 +89,7 @@ class StepRecord:
 
 def _fingerprint(ctx: ReleaseContext) -> dict[str, Any]:
     return {"profile": ctx.profile, "seed": ctx.seed, "namespace": ctx.target.namespace,
-            "version": __version__, "llm": getattr(ctx.llm, "model_id", None)}
+            "version": __version__, "llm": getattr(ctx.llm, "model_id", None), "rules": ctx.use_rules}
 
 
 def _load_progress(path: Path, fingerprint: Mapping[str, Any]) -> dict[str, Any]:
@@ -133,6 +149,7 @@ def run_release(
     seed: int = 0,
     force: bool = False,
     llm: Any = None,
+    use_rules: bool = False,
 ) -> tuple[list[StepRecord], StepFailed | None]:
     """Run the release for the selected systems; returns the step records and the failure, if any."""
     systems = load_systems()
