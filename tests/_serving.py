@@ -13,47 +13,14 @@ folder path) in requests; any other name gets HTTP 400. ``/health`` is the readi
 
 from __future__ import annotations
 
-import importlib.util
-import os
-import socket
-import subprocess
-import sys
-import time
-import urllib.error
-import urllib.request
+import contextlib
 from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
 
-READY_DEADLINE_S = 120.0
-_SERVING_DEPS = ("fastapi", "uvicorn", "openai", "pydantic")
-
-
-def free_port() -> int:
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        return sock.getsockname()[1]
-
-
-def log_tail(path: Path, n: int = 40) -> str:
-    lines = path.read_text(errors="replace").splitlines() if path.exists() else []
-    return "\n".join(lines[-n:])
-
-
-def wait_ready(url: str, proc: subprocess.Popen[bytes], log: Path) -> None:
-    deadline = time.monotonic() + READY_DEADLINE_S
-    while time.monotonic() < deadline:
-        if proc.poll() is not None:
-            pytest.fail(f"`transformers serve` exited with {proc.returncode}:\n{log_tail(log)}")
-        try:
-            with urllib.request.urlopen(f"{url}/health", timeout=2) as response:
-                if response.status == 200:
-                    return
-        except (urllib.error.URLError, OSError):
-            pass
-        time.sleep(0.5)
-    pytest.fail(f"`transformers serve` not ready after {READY_DEADLINE_S:.0f}s:\n{log_tail(log)}")
+from convohub.llm.serving import ServerError, missing_serving_deps
+from convohub.llm.serving import serve as _serve
 
 
 @pytest.fixture(scope="module", name="tiny_causal")
@@ -63,29 +30,36 @@ def tiny_causal_fixture() -> Path:
     return tiny_model("causal")
 
 
-@pytest.fixture(scope="module", name="served")
-def served_fixture(tiny_causal: Path, tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[str, str]]:
-    """(base URL, model name) of a `transformers serve` process pinned to the tiny model."""
-    missing = [m for m in _SERVING_DEPS if importlib.util.find_spec(m) is None]
+@contextlib.contextmanager
+def serve(model: Path, tmp: Path) -> Iterator[tuple[str, str]]:
+    """`convohub.llm.serving.serve` for tests: skips without the serving extras, fails on a dead server."""
+    missing = missing_serving_deps()
     if missing:
         pytest.skip(f"`transformers serve` needs {missing}: pip install 'transformers[serving]'")
-    port = free_port()
-    log = tmp_path_factory.mktemp("serve") / "serve.log"
-    model = str(tiny_causal)
-    cmd = [sys.executable, "-m", "transformers.cli.transformers", "serve", model,
-           "--host", "127.0.0.1", "--port", str(port), "--device", "cpu", "--dtype", "float32",
-           "--log-level", "warning"]  # fmt: skip
-    env = {**os.environ, "HF_HUB_OFFLINE": "1", "TRANSFORMERS_OFFLINE": "1", "NO_PROXY": "127.0.0.1"}
-    with log.open("wb") as sink:
-        proc = subprocess.Popen(cmd, stdout=sink, stderr=subprocess.STDOUT, env=env)
     try:
-        url = f"http://127.0.0.1:{port}"
-        wait_ready(url, proc, log)
-        yield f"{url}/v1", model
-    finally:
-        proc.terminate()
-        try:
-            proc.wait(timeout=15)
-        except subprocess.TimeoutExpired:
-            proc.kill()
-            proc.wait(timeout=5)
+        with _serve(model, tmp / "serve.log") as served:
+            yield served
+    except ServerError as exc:
+        pytest.fail(str(exc))
+
+
+@pytest.fixture(scope="module", name="served")
+def served_fixture(tiny_causal: Path, tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[str, str]]:
+    """(base URL, model name) of a `transformers serve` process pinned to the random tiny model (plumbing)."""
+    with serve(tiny_causal, tmp_path_factory.mktemp("serve")) as served:
+        yield served
+
+
+@pytest.fixture(scope="module", name="smollm2")
+def smollm2_fixture() -> Path:
+    """The converted SmolLM2-135M-Instruct folder (the offline LLM of every step)."""
+    from convohub.models import smollm2_path
+
+    return smollm2_path()
+
+
+@pytest.fixture(scope="module", name="served_smollm2")
+def served_smollm2_fixture(smollm2: Path, tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[str, str]]:
+    """(base URL, model name) of a `transformers serve` process pinned to the converted SmolLM2 folder."""
+    with serve(smollm2, tmp_path_factory.mktemp("serve-smollm2")) as served:
+        yield served

@@ -202,7 +202,7 @@ def test_cache_layout_is_sharded_json(tmp_path: Path) -> None:
     backend = CachedBackend(CountingBackend(), tmp_path)
     request = ChatRequest.from_prompt("hello", max_new_tokens=7, seed=3)
     backend.chat([request])
-    key = cache_key("fake/model", request)
+    key = cache_key({"model": "fake/model"}, request)
     path = tmp_path / key[:2] / f"{key}.json"
     entry = json.loads(path.read_text())
     assert entry["text"] == "echo:hello"
@@ -210,6 +210,24 @@ def test_cache_layout_is_sharded_json(tmp_path: Path) -> None:
     assert entry["params"]["max_new_tokens"] == 7 and entry["params"]["seed"] == 3
     assert len(backend.cache) == 1
     assert [p.name for p in tmp_path.rglob("*") if p.is_file()] == [f"{key}.json"]  # no temp files left
+
+
+def test_cache_key_holds_the_server_and_the_weights_revision(tmp_path: Path) -> None:
+    """A model retrained into the same folder, or the same name served elsewhere, is a new cache key."""
+    from convohub.llm import EndpointBackend
+
+    request = ChatRequest.from_prompt("hello", max_new_tokens=4)
+    folder = tmp_path / "model"
+    folder.mkdir()
+    (folder / "model.safetensors").write_bytes(b"v1")
+    a = EndpointBackend("http://127.0.0.1:8000/v1", str(folder))
+    b = EndpointBackend("http://127.0.0.1:9000/v1", str(folder))
+    assert a.identity()["revision"] and a.identity()["base_url"] == "http://127.0.0.1:8000/v1"
+    before = cache_key(a.identity(), request)
+    assert before != cache_key(b.identity(), request)
+    (folder / "model.safetensors").write_bytes(b"v2")  # retrained into the same folder
+    assert cache_key(a.identity(), request) != before
+    assert "revision" not in EndpointBackend("http://h/v1", "org/model").identity()
 
 
 def test_cache_key_sensitivity() -> None:
@@ -266,7 +284,7 @@ def test_corrupt_cache_entry_is_a_miss(tmp_path: Path) -> None:
     inner = CountingBackend()
     backend = CachedBackend(inner, tmp_path)
     request = _prompts("a")[0]
-    path = backend.cache.path_for(cache_key(inner.model_id, request))
+    path = backend.cache.path_for(cache_key(inner.identity(), request))
     path.parent.mkdir(parents=True)
     path.write_text('{"text": "half-writ')
     out = backend.chat([request])
@@ -421,6 +439,7 @@ def test_endpoint_success_and_params_forwarded(fake_server: FakeOpenAIServer) ->
         "backend": "endpoint",
         "model_id": "fake-model",
         "base_url": fake_server.url,
+        "max_concurrency": 8,
     }
 
 
@@ -688,7 +707,10 @@ def test_make_backend_local_spec(tiny_causal: Path) -> None:
     backend = make_backend(f"local:{tiny_causal}", device="cpu", batch_size=2)
     assert isinstance(backend, TransformersBackend) and backend.batch_size == 2
     assert isinstance(make_backend(str(tiny_causal), device="cpu"), TransformersBackend)
-    assert backend.describe() == {"backend": "local", "model_id": str(tiny_causal), "device": "cpu"}
+    from convohub.models import weights_digest
+
+    assert backend.describe() == {"backend": "local", "model_id": str(tiny_causal), "device": "cpu",
+                                  "revision": weights_digest(tiny_causal)}
 
 
 def test_transformers_backend_isolates_a_failing_request(
@@ -705,3 +727,14 @@ def test_transformers_backend_isolates_a_failing_request(
     out = local_backend.chat(_prompts("fine", "poison pill", "also fine", max_new_tokens=3))
     assert [r.ok for r in out] == [True, False, True]
     assert "out of memory" in (out[1].error or "")
+
+
+def test_endpoint_concurrency_comes_from_the_environment(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.delenv("CONVOHUB_LLM_CONCURRENCY", raising=False)
+    assert make_backend("http://127.0.0.1:1/v1#m").max_concurrency == 8  # type: ignore[attr-defined]
+    monkeypatch.setenv("CONVOHUB_LLM_CONCURRENCY", "3")
+    assert make_backend("http://127.0.0.1:1/v1#m").max_concurrency == 3  # type: ignore[attr-defined]
+    assert make_backend("http://127.0.0.1:1/v1#m", max_concurrency=5).max_concurrency == 5  # type: ignore[attr-defined]
+    monkeypatch.setenv("CONVOHUB_LLM_CONCURRENCY", "zero")
+    with pytest.raises(ValueError, match="CONVOHUB_LLM_CONCURRENCY='zero'"):
+        make_backend("http://127.0.0.1:1/v1#m")

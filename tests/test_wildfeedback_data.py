@@ -4,21 +4,39 @@ build (pipeline and released-format source) loaded back with ``datasets.load_dat
 from __future__ import annotations
 
 import json
+from collections import Counter
+from collections.abc import Callable, Sequence
 from pathlib import Path
 
 import datasets
 import pytest
 
 from convohub.hub import HubTarget
+from convohub.llm import ChatBackend, ChatRequest, ChatResponse
 from convohub.paths import repo_root
 from convohub.wildfeedback import FeedbackResult, identify, summarise
-from convohub.wildfeedback.agreement import reference_kind
+from convohub.wildfeedback.agreement import (
+    GoldSetError,
+    binary_agreement,
+    compare_on_gold,
+    load_gold,
+    parse_gold,
+    reference_kind,
+)
 from convohub.wildfeedback.dataset import build_from_pipeline, build_from_source, sample_conversations
-from convohub.wildfeedback.identify import labelling_prompt, parse_labelling
-from convohub.wildfeedback.labels import LabelError, normalise_intent, validate_turn_list
+from convohub.wildfeedback.identify import IdentificationError, labelling_prompt, parse_labelling
+from convohub.wildfeedback.labels import (
+    DSAT_LABELS,
+    SAT_LABELS,
+    LabelError,
+    normalise_intent,
+    validate_turn_list,
+)
 from convohub.wildfeedback.pipeline import PAIR_COLUMNS, Settings, run_pipeline
+from convohub.wildfeedback.rules import label_turns
 from convohub.wildfeedback.source import SourceFormatError, iter_json_records
 from convohub.wildfeedback.split import is_test_user
+from convohub.wildfeedback.turn_prompts import identify_split, parse_label, parse_reaction
 
 CONV = [
     {"role": "user", "content": "What is the capital of Australia?"},
@@ -65,7 +83,7 @@ def test_parse_labelling_accepts_fenced_json() -> None:
 
 def test_offline_identify_and_summarise() -> None:
     result = identify(CONV)
-    assert isinstance(result, FeedbackResult) and result.labeller == "rules:lexicon-v1"
+    assert isinstance(result, FeedbackResult) and result.labeller == "rules:lexicon-v2"
     assert [t.state for t in result.turns] == ["NEWTOPIC", "FEEDBACK", "FEEDBACK"]
     assert {"Factual_Error", "Style", "Revision"} <= set(result.turns[1].dissatisfaction)
     assert "Gratitude" in result.turns[2].satisfaction and "Positive_Closure" in result.turns[2].satisfaction
@@ -77,6 +95,129 @@ def test_offline_identify_and_summarise() -> None:
     assert "The user prefers short, concise answers." in prefs
     assert any(p.startswith("The user expects factually correct information") for p in prefs)
     assert summarise(CONV[:2], identify(CONV[:2])) == []
+
+
+def test_hand_labelled_set_loads_and_validates() -> None:
+    gold = load_gold()
+    assert len(gold) >= 60 and len({c.id for c in gold}) == len(gold)
+    assert len({c.language for c in gold} - {"en"}) >= 5  # some non-English conversations
+    scored = [lab for c in gold for lab in c.labels[1:]]
+    assert sum(s != ["N/A"] for s, _ in scored) >= 25 and sum(d != ["N/A"] for _, d in scored) >= 25
+    assert all(set(s) <= set(SAT_LABELS) and set(d) <= set(DSAT_LABELS) for c in gold for s, d in c.labels)
+    texts = [t["content"] for c in gold for t in c.turns]
+    assert any("what's wrong with my code?" in t.lower() for t in texts) and any("谢谢" in t for t in texts)
+    assert not any(reference_kind(t) for c in gold for t in [u["content"] for u in c.turns if u["role"] == "user"][1:])
+    doc = json.loads(json.dumps({"conversations": [
+        {"id": c.id, "turns": c.turns, "labels": [{"satisfaction": s, "dissatisfaction": d} for s, d in c.labels]}
+        for c in gold]}))
+    doc["conversations"][3]["labels"][1]["dissatisfaction"] = ["Rude"]
+    with pytest.raises(GoldSetError, match=rf"{gold[3].id} T-2 dissatisfaction: \['Rude'\]"):
+        parse_gold(doc)
+
+
+@pytest.mark.parametrize("text", ["What's wrong with my code? It never stops.", "谢谢，不错！", "好的，谢谢，没错。"])
+def test_rules_do_not_flag_plain_questions_or_chinese_thanks(text: str) -> None:
+    turns = [{"role": "user", "content": "Help me with this."}, {"role": "assistant", "content": "Sure, here it is."},
+             {"role": "user", "content": text}]
+    assert label_turns(turns)[1].dissatisfaction == ["N/A"]
+    assert label_turns([*turns[:2], {"role": "user", "content": "No, that's wrong."}])[1].dissatisfaction == [
+        "Factual_Error"]
+
+
+def test_binary_agreement_uses_the_usual_definitions() -> None:
+    gold = [True, True, False, False, True, False]
+    pred = [True, False, False, True, True, False]
+    got = binary_agreement(gold, pred)
+    assert got["precision"] == pytest.approx(2 / 3) and got["recall"] == pytest.approx(2 / 3)
+    assert got["accuracy"] == pytest.approx(4 / 6) and got["kappa"] == pytest.approx(1 / 3)
+
+
+def test_rules_measured_on_the_hand_labelled_set(tmp_path: Path) -> None:
+    comparison = compare_on_gold(None, tmp_path, log=lambda _: None)
+    rules = comparison["labellers"]["rules:lexicon-v2"]
+    assert comparison["chosen"] == "rules:lexicon-v2" and comparison["llm"] is None
+    assert rules["SAT"]["turns"] == comparison["gold"]["scored_turns"] >= 90
+    assert 0.5 < rules["SAT"]["f1"] < 1 and 0 < rules["DSAT"]["f1"] < 1  # measured, not perfect
+    assert compare_on_gold(None, tmp_path, log=lambda _: None) == comparison  # cached
+
+
+class Scripted(ChatBackend):
+    """Free-text answers chosen by ``answer(prompt, times this prompt was asked before)``."""
+
+    kind = "scripted"
+
+    def __init__(self, answer: Callable[[str, int], str]) -> None:
+        self.answer = answer
+        self.asked: Counter[str] = Counter()
+
+    @property
+    def model_id(self) -> str:
+        return "scripted-model"
+
+    def chat(self, requests: Sequence[ChatRequest]) -> list[ChatResponse]:
+        out = []
+        for r in requests:
+            prompt = r.messages[-1]["content"]
+            out.append(ChatResponse(text=self.answer(prompt, self.asked[prompt])))
+            self.asked[prompt] += 1
+        return out
+
+
+@pytest.mark.parametrize("answer, expected", [
+    ("B", "dsat"), ("B. Dissatisfied", "dsat"), ("Answer: a", "sat"), ("(C)", "none"), ("  c) neither", "none"),
+    ("Dissatisfied: the user complains", "dsat"), ("The user is satisfied.", "sat"), ('{"reaction": "x"}', None),
+    ("", None), ("Because the AI", None),
+])
+def test_split_reaction_parser(answer: str, expected: str | None) -> None:
+    assert parse_reaction(answer) == expected
+
+
+def test_split_label_parser() -> None:
+    assert parse_label("Factual Error", "dsat") == "Factual_Error"
+    assert parse_label("The best label is getting_there.", "sat") == "Getting_There"
+    assert parse_label("Style, then Revision", "dsat") == "Style"
+    assert parse_label("Gratitude", "dsat") is None and parse_label("N/A", "sat") is None
+
+
+def test_split_labelling_retries_then_names_the_turn() -> None:
+    def answer(prompt: str, before: int) -> str:
+        if "Which label" in prompt:
+            return "Factual Error" if "dissatisfied" in prompt else "the label is Praise"
+        if "that's wrong" in prompt:
+            return "B. Dissatisfied"
+        return '{"T-3": "sat"}' if before == 0 else "A"  # the first answer is unusable: retried
+
+    backend = Scripted(answer)
+    [outcome] = identify_split([CONV], backend, progress=False)
+    result = outcome.result
+    assert result is not None and result.labeller.startswith("scripted:scripted-model (split prompts")
+    assert [t.dissatisfaction for t in result.turns] == [["N/A"], ["Factual_Error"], ["N/A"]]
+    assert [t.satisfaction for t in result.turns] == [["N/A"], ["N/A"], ["Praise"]]
+    assert [t.state for t in result.turns] == ["NEWTOPIC", "FEEDBACK", "FEEDBACK"]
+    assert sum(backend.asked.values()) == 5  # 2 reactions + 1 retry + 2 labels; T-1 is never asked
+    broken = Scripted(lambda prompt, _: "I think so" if "that's wrong" in prompt else "A")
+    with pytest.raises(IdentificationError, match=r"T-2 reaction: no valid answer after 2 attempts"):
+        identify(CONV, broken, prompt_style="split", max_attempts=2)
+
+
+def test_label_cli_with_rules_names_the_rules(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    from convohub.cli import main
+
+    conv = tmp_path / "conv.json"
+    conv.write_text(json.dumps(CONV), encoding="utf-8")
+    assert main(["wildfeedback", "label", str(conv), "--llm", "rules"]) == 0
+    out = json.loads(capsys.readouterr().out)
+    assert out["labeller"] == "rules:lexicon-v2" and out["dsat"] and out["preference_summariser"].startswith("rules:")
+
+
+@pytest.mark.slow
+def test_smollm2_labels_through_split_prompts() -> None:
+    from convohub.llm import make_backend
+    from convohub.models import SMOLLM2_ID
+
+    result = identify(CONV[:4], make_backend("smollm2"))
+    assert SMOLLM2_ID in result.labeller and "split prompts" in result.labeller
+    assert len(result.turns) == 2 and result.turns[0].satisfaction == ["N/A"]
 
 
 def test_reference_kind_recovers_generator_markers() -> None:
@@ -105,7 +246,8 @@ def built(tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, Path]:
     root = tmp_path_factory.mktemp("hub")
     work = root / "work"
     folder = build_from_pipeline(HubTarget(root=root, namespace="t"), repo_root(), work,
-                                 settings=Settings(test_clusters=4, test_per_cluster=3), n_users=60)
+                                 settings=Settings(test_clusters=4, test_per_cluster=3), n_users=60,
+                                 gold_comparison=compare_on_gold(None, log=lambda _: None))
     return folder, work
 
 
@@ -127,6 +269,7 @@ def test_pipeline_build_loads_and_keeps_users_apart(built: tuple[Path, Path]) ->
     card = (folder / "README.md").read_text(encoding="utf-8")
     assert "odc-by" not in card.split("---")[1] and "# DSAT Conv." in card and "revised answer" in card
     assert "on-policy variant was not built" in card
+    assert "written and labelled by hand" in card and "| `rules:lexicon-v2` (chosen) | DSAT |" in card
     assert "@example.com" not in json.dumps(list(ann["content"]))  # PII scrubbed
 
 

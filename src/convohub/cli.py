@@ -46,6 +46,8 @@ def _add_target_args(p: argparse.ArgumentParser) -> None:
                         "'http://host:8000/v1#model', 'local:/folder', or 'rules' for the named rule/lexical "
                         "stand-ins (default: the endpoint of CONVOHUB_LLM_BASE_URL/CONVOHUB_LLM_MODEL, else "
                         "each step's measured offline default, named on its card)")
+    p.add_argument("--llm-concurrency", type=int, default=None, metavar="N",
+                   help="requests an LLM endpoint keeps in flight (default: CONVOHUB_LLM_CONCURRENCY or 8)")
 
 
 def make_parser() -> argparse.ArgumentParser:
@@ -154,6 +156,11 @@ def _llm_choice(args: argparse.Namespace) -> tuple[object, bool]:
     spec = getattr(args, "llm", None)
     if spec == "rules":
         return None, True
+    concurrency = getattr(args, "llm_concurrency", None)
+    if concurrency is not None and concurrency < 1:
+        raise SystemExit(f"convohub: --llm-concurrency must be >= 1, got {concurrency}")
+    if concurrency is not None:
+        os.environ["CONVOHUB_LLM_CONCURRENCY"] = str(concurrency)  # read by make_backend for endpoints
     if spec:
         return make_backend(spec), False
     return backend_from_env(), False

@@ -112,6 +112,15 @@ def build_model(args: QUDArguments, name: str, texts: Sequence[str], out_dir: Pa
     return resolve_model(name)
 
 
+def _peft_summary(model_args: Any) -> dict[str, Any] | None:
+    """The LoRA settings a card states (None for a full fine-tune)."""
+    if not model_args.use_peft:
+        return None
+    return {"lora_r": model_args.lora_r, "lora_alpha": model_args.lora_alpha,
+            "lora_dropout": model_args.lora_dropout, "lora_target_modules": model_args.lora_target_modules,
+            "merged": True}
+
+
 def main(argv: Sequence[str] | None = None) -> dict[str, Any]:
     """Build pairs, train, save the model with its QUD limits. Returns the training summary."""
     import random
@@ -121,8 +130,10 @@ def main(argv: Sequence[str] | None = None) -> dict[str, Any]:
     from transformers import AutoModelForCausalLM, AutoTokenizer
     from trl import SFTTrainer
 
+    from convohub.hub import atomic_write_text, dump_json
     from convohub.reqap.qud import QUD_CONFIG, chat_token_counter, truncate_chain
     from convohub.training.models import model_init_kwargs
+    from convohub.training.runs import save_arguments
 
     parser = make_parser()
     args, training_args, model_args = parser.parse_args_and_config(
@@ -178,19 +189,24 @@ def main(argv: Sequence[str] | None = None) -> dict[str, Any]:
     train_result = trainer.train(resume_from_checkpoint=training_args.resume_from_checkpoint)
     seconds = time.perf_counter() - started
 
-    # 5. save (+ push)
-    trained = trainer.model.merge_and_unload() if model_args.use_peft else trainer.model
-    gen = trained.generation_config
+    # 5. save on the main process: LoRA merged into the base (so from_pretrained works without peft),
+    #    greedy decoding and the QUD limits saved with it, the resolved arguments and results beside it
+    if model_args.use_peft:
+        trainer.model = trainer.model.merge_and_unload()
+    gen = trainer.model.generation_config
     gen.do_sample, gen.num_beams, gen.max_new_tokens = False, 1, args.max_new_tokens
-    trained.save_pretrained(out)
-    tokenizer.save_pretrained(out)
-    (out / QUD_CONFIG).write_text(json.dumps({"max_input_tokens": args.max_input_tokens,
-                                              "max_new_tokens": args.max_new_tokens}, indent=2) + "\n")
+    gen.temperature, gen.top_p, gen.top_k = None, None, None
+    trainer.save_model(str(out))
     results = {"train_loss": round(float(train_result.training_loss), 4), "train_pairs": len(pairs),
                "truncated_prompts": truncated, "train_seconds": round(seconds, 1),
-               "epochs": float(training_args.num_train_epochs), "base_model": model_args.model_name_or_path,
-               "data": data_stats}
-    (out / "eval_results.json").write_text(json.dumps(results, indent=2, sort_keys=True, default=str) + "\n")
+               "epochs": float(training_args.num_train_epochs), "max_steps": int(training_args.max_steps),
+               "optimizer_steps": int(trainer.state.global_step), "base_model": model_args.model_name_or_path,
+               "peft": _peft_summary(model_args), "data": data_stats}
+    if trainer.is_world_process_zero():
+        atomic_write_text(out / QUD_CONFIG, dump_json({"max_input_tokens": args.max_input_tokens,
+                                                        "max_new_tokens": args.max_new_tokens}))
+        save_arguments(out, script=args, training=training_args, model=model_args)
+        atomic_write_text(out / "eval_results.json", dump_json(results))
     print(json.dumps(results, indent=2, sort_keys=True, default=str))
     if training_args.push_to_hub:
         trainer.push_to_hub(dataset_name=args.dataset_path)

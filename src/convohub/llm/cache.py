@@ -1,8 +1,9 @@
 """On-disk response cache, so a killed labelling/judging run resumes without repeating paid calls.
 
 Layout: one JSON file per answer at ``<cache_dir>/<key[:2]>/<key>.json`` where ``key`` is the sha256 of
-the canonical JSON of (cache format version, model id, messages, sampling parameters). Why files and
-not sqlite:
+the canonical JSON of (cache format version, the backend's identity -- model id, server base URL and
+weights revision where known, see :meth:`ChatBackend.identity` -- messages, sampling parameters). Why
+files and not sqlite:
 
 * every write is independently atomic (temp file in the same folder + ``os.replace``), so a process
   killed mid-write leaves either the old state or the new file, never a torn entry, and several worker
@@ -34,14 +35,15 @@ from .types import ChatBackend, ChatRequest, ChatResponse
 logger = logging.getLogger(__name__)
 
 #: Bump when the key recipe or the entry format changes; old entries then simply stop matching.
-CACHE_VERSION = 1
+CACHE_VERSION = 2
 
 
-def cache_key(model_id: str, request: ChatRequest) -> str:
-    """sha256 hex of everything that changes the answer: model id, messages and sampling parameters."""
+def cache_key(model: str | dict[str, Any], request: ChatRequest) -> str:
+    """sha256 hex of everything that changes the answer: the model (an id, or a backend's
+    :meth:`~ChatBackend.identity`), messages and sampling parameters."""
     payload = {
         "v": CACHE_VERSION,
-        "model": model_id,
+        "model": {"model": model} if isinstance(model, str) else dict(model),
         "messages": request.messages,
         "params": request.sampling_params(),
     }
@@ -135,13 +137,17 @@ class CachedBackend(ChatBackend):
     def describe(self) -> dict[str, Any]:
         return {**self.inner.describe(), "cache_dir": str(self.cache.root)}
 
+    def identity(self) -> dict[str, Any]:
+        return self.inner.identity()
+
     def _bump(self, key: str, n: int = 1) -> None:
         with self._lock:
             self.stats[key] += n
 
     def chat(self, requests: Sequence[ChatRequest]) -> list[ChatResponse]:
         model_id = self.inner.model_id
-        keys = [cache_key(model_id, r) for r in requests]
+        identity = self.inner.identity()
+        keys = [cache_key(identity, r) for r in requests]
         results: list[ChatResponse | None] = [self.cache.get(k) for k in keys]
         todo = [i for i, hit in enumerate(results) if hit is None]
         self._bump("hits", len(requests) - len(todo))

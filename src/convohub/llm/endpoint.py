@@ -171,7 +171,19 @@ class EndpointBackend(ChatBackend):
         return self.model
 
     def describe(self) -> dict[str, Any]:
-        return {"backend": self.kind, "model_id": self.model, "base_url": self.base_url}
+        return {"backend": self.kind, "model_id": self.model, "base_url": self.base_url,
+                "max_concurrency": self.max_concurrency}
+
+    def identity(self) -> dict[str, Any]:
+        """Model and base URL; when the served model is a local folder (``transformers serve`` started on a
+        path), also the hash of its weight files, so retraining into that folder invalidates the cache."""
+        from convohub.models import weights_digest
+
+        ident: dict[str, Any] = {"model": self.model, "base_url": self.base_url}
+        revision = weights_digest(self.model) if "/" in self.model or "\\" in self.model else ""
+        if revision:
+            ident["revision"] = revision
+        return ident
 
     def __repr__(self) -> str:
         return f"EndpointBackend({self.base_url!r}, {self.model!r})"

@@ -10,7 +10,8 @@ Specs:
 
 Environment (read by :func:`backend_from_env`, and by :func:`make_backend` for missing pieces):
 ``CONVOHUB_LLM_BASE_URL`` (URL or any spec above), ``CONVOHUB_LLM_MODEL``, ``CONVOHUB_LLM_API_KEY``,
-``HF_TOKEN`` and ``CONVOHUB_LLM_CACHE_DIR``. ``HF_TOKEN`` is only sent to Hugging Face hosts (Inference
+``HF_TOKEN``, ``CONVOHUB_LLM_CACHE_DIR`` and ``CONVOHUB_LLM_CONCURRENCY`` (requests an endpoint keeps in
+flight, default 8). ``HF_TOKEN`` is only sent to Hugging Face hosts (Inference
 Providers router, Inference Endpoints): a Hub token must not leak to an arbitrary third-party URL just
 because it happens to be in the environment. Any other server's key goes in ``CONVOHUB_LLM_API_KEY``.
 """
@@ -28,6 +29,9 @@ ENV_BASE_URL = "CONVOHUB_LLM_BASE_URL"
 ENV_MODEL = "CONVOHUB_LLM_MODEL"
 ENV_API_KEY = "CONVOHUB_LLM_API_KEY"
 ENV_CACHE_DIR = "CONVOHUB_LLM_CACHE_DIR"
+ENV_CONCURRENCY = "CONVOHUB_LLM_CONCURRENCY"
+#: Requests an endpoint backend keeps in flight unless told otherwise (``max_concurrency=`` or the env).
+DEFAULT_CONCURRENCY = 8
 #: The spec of the offline LLM (no endpoint configured).
 OFFLINE_SPEC = "smollm2"
 
@@ -47,6 +51,19 @@ def _default_api_key(url: str) -> str | None:
     if key:
         return key
     return _env("HF_TOKEN") if is_hf_host(url) else None
+
+
+def _concurrency() -> int:
+    raw = _env(ENV_CONCURRENCY)
+    if raw is None:
+        return DEFAULT_CONCURRENCY
+    try:
+        value = int(raw)
+    except ValueError:
+        value = 0
+    if value < 1:
+        raise ValueError(f"{ENV_CONCURRENCY}={raw!r}: give a positive number of requests in flight, e.g. 8")
+    return value
 
 
 def _split_model(target: str) -> tuple[str, str | None]:
@@ -106,6 +123,7 @@ def make_backend(
             )
         from .endpoint import EndpointBackend
 
+        kw.setdefault("max_concurrency", _concurrency())
         backend = EndpointBackend(url, chosen, api_key=api_key or _default_api_key(url), **kw)
     if cache_dir is not None:
         from .cache import CachedBackend

@@ -70,6 +70,7 @@ class TransformersBackend(ChatBackend):
             raise ValueError(f"batch_size must be >= 1, got {batch_size}")
         self.model_path = str(model_path)
         self._model_id = model_id or self.model_path
+        self._revision: str | None = None
         self.batch_size = batch_size
         self.device = torch.device(device or _default_device())
 
@@ -95,7 +96,20 @@ class TransformersBackend(ChatBackend):
         return self._model_id
 
     def describe(self) -> dict[str, Any]:
-        return {"backend": self.kind, "model_id": self._model_id, "device": str(self.device)}
+        return {"backend": self.kind, "model_id": self._model_id, "device": str(self.device),
+                "revision": self.revision}
+
+    @property
+    def revision(self) -> str:
+        """Hash of the weight files the model was loaded from (computed once)."""
+        if self._revision is None:
+            from convohub.models import weights_digest
+
+            self._revision = weights_digest(self.model_path) or "unknown"
+        return self._revision
+
+    def identity(self) -> dict[str, Any]:
+        return {"model": self._model_id, "revision": self.revision}
 
     def _generation_config(self, request: ChatRequest) -> Any:
         config = copy.deepcopy(self.model.generation_config)

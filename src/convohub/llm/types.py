@@ -149,5 +149,11 @@ class ChatBackend(abc.ABC):
         """Provenance for cards and run logs (no secrets)."""
         return {"backend": self.kind, "model_id": self.model_id}
 
+    def identity(self) -> dict[str, Any]:
+        """Everything that decides *which* model answers, for the response cache key: the model id, and
+        where known the server's base URL and the weights' revision (a hash of the weight files of a local
+        folder), so a model retrained into the same folder or served elsewhere never replays stale answers."""
+        return {"model": self.model_id}
+
     def __repr__(self) -> str:
         return f"{type(self).__name__}({self.model_id!r})"

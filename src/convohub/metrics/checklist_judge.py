@@ -16,6 +16,20 @@ borrows (a reward per instance), reduces to the paper's win = A++/A+, tie = A=B,
 both orders agree, and turns a judge that merely follows position (same letter both times) into a tie,
 which is what an uninformative judgement should count as.
 
+Two prompt styles. ``wb-reward`` is the paper's layout above, for capable judges (an endpoint such as
+GPT-4o). ``compact`` is for the offline judge, SmolLM2-135M-Instruct, which cannot follow a long JSON
+format: the query, the checklist and the two responses in a few plain lines (history cut to the last
+exchange, long texts cut), and a closed answer of one word, ``A``, ``B`` or ``tie``, read as ``A+``,
+``B+`` and ``A=B``. The both-orders rule is the same, so a small judge that merely repeats a letter gives
+ties. :func:`default_prompt_style` picks ``compact`` for SmolLM2 and ``wb-reward`` otherwise; how well
+each judge agrees with people is measured on a hand-labelled set (:func:`judge_agreement`,
+``convohub/data/judge_gold.jsonl``) and reported on the WildFeedback model card.
+
+Judges are always named. :func:`resolve_judge` turns a name into a backend: an endpoint (URL + model), a
+local model folder, ``"smollm2"`` (the offline model) or ``"lexical"`` (:class:`LexicalChecklistJudge`, a
+transparent word-overlap rule for plumbing checks); with no name it uses the ``CONVOHUB_LLM_*`` endpoint
+and otherwise refuses - no judge is ever picked silently. Every result carries ``judge`` (the model id).
+
 Failures are never ties. A judge output with no recognisable choice -- or a request that failed -- is a
 *parse failure*: it is counted in ``parse_failures`` and its instance is left out of the rates (both
 orders are required, so every counted instance had its position bias cancelled). ``n_judged`` says how
@@ -35,6 +49,7 @@ from typing import Any
 from convohub.llm import (
     ChatBackend,
     ChatRequest,
+    ChatResponse,
     backend_from_env,
     make_backend,
     parse_json_answer,
@@ -47,6 +62,14 @@ VERDICTS = ("A++", "A+", "A=B", "B+", "B++")
 REWARD_FOR_A = {"A++": 100, "A+": 50, "A=B": 0, "B+": -50, "B++": -100}
 #: Enough room for the analysis fields of a real judge; lower it for smoke tests.
 DEFAULT_MAX_NEW_TOKENS = 1024
+#: The compact prompt's answer is one word; a few tokens leave room for a quote or a full stop.
+COMPACT_MAX_NEW_TOKENS = 4
+PROMPT_STYLES = ("wb-reward", "compact")
+#: Names of the lexical stand-in judge (``judge_model="lexical"`` everywhere).
+LEXICAL_JUDGE = "convohub-lexical-judge"
+LEXICAL_NAMES = frozenset({"lexical", LEXICAL_JUDGE})
+#: Per-text character budget of the compact prompt (a 135M judge loses the thread in long inputs).
+COMPACT_TEXT_CHARS = 600
 _HISTORY_ROLES = frozenset({"system", "user", "assistant"})
 
 # A whole answer that is nothing but a verdict (optionally quoted, bracketed or followed by a full stop).
@@ -117,6 +140,20 @@ choice last:
 }}"""
 
 
+_COMPACT = """\
+{context}Question: {query}
+{checklist}
+Answer A: {response_a}
+
+Answer B: {response_b}
+
+Which answer is better{clause}? Reply with one word: A, B or tie."""
+
+# The compact answer: a leading A / B / tie, optionally quoted or prefixed with "Answer".
+_COMPACT_ANSWER = re.compile(r"""\s*[\[\("'`*]*\s*(?:answer\s+)?(a|b|tie)\b""", re.IGNORECASE)
+_COMPACT_VERDICT = {"a": "A+", "b": "B+", "tie": "A=B"}
+
+
 @dataclass(frozen=True)
 class PairJudgement:
     """Both judgements of one instance, from the candidate's side.
@@ -170,6 +207,15 @@ def parse_verdict(text: str | None) -> str | None:
     return _normalise(match.group(1)) if match else None
 
 
+def parse_compact_verdict(text: str | None) -> str | None:
+    """The compact prompt's one-word answer as a verdict: ``A`` -> ``A+``, ``B`` -> ``B+``, ``tie`` ->
+    ``A=B``; anything else (including a sentence that does not start with the answer) is a failure."""
+    if not text or not text.strip():
+        return None
+    match = _COMPACT_ANSWER.match(text)
+    return _COMPACT_VERDICT[match.group(1).lower()] if match else None
+
+
 def _normalise(token: str) -> str:
     return re.sub(r"\s+", "", token).upper()
 
@@ -188,7 +234,13 @@ def format_history(history: Sequence[Mapping[str, str]]) -> str:
     return "\n\n".join(f"{names[m['role']]}: {m['content']}" for m in history)
 
 
-def judge_prompt(
+def _cut(text: str, limit: int = COMPACT_TEXT_CHARS) -> str:
+    """``text`` within ``limit`` characters: the start is kept (where an answer says what it is about)."""
+    text = " ".join(text.split()) if len(text) > limit else text.strip()
+    return text if len(text) <= limit else text[: limit - 3].rstrip() + "..."
+
+
+def compact_prompt(
     history: Sequence[Mapping[str, str]],
     query: str,
     response_a: str,
@@ -196,7 +248,31 @@ def judge_prompt(
     checklist: Sequence[str],
     with_checklist: bool = True,
 ) -> str:
-    """The full judge prompt; ``with_checklist=False`` (the paper's ablation) drops the checklist block."""
+    """The short prompt a 135M judge can follow: last exchange, query, checklist, A, B, one-word answer."""
+    last = [m for m in history if m["role"] in ("user", "assistant")][-2:]
+    context = "".join(f"Earlier {'user' if m['role'] == 'user' else 'assistant'} message: {_cut(m['content'], 300)}\n"
+                      for m in last)
+    items = [c for c in checklist if c.strip()] if with_checklist else []
+    block = ("The user wants:\n" + "\n".join(f"- {_cut(c, 200)}" for c in items) + "\n") if items else ""
+    return _COMPACT.format(context=context, query=_cut(query), checklist=block, response_a=_cut(response_a),
+                           response_b=_cut(response_b), clause=" for what the user wants" if items else "")
+
+
+def judge_prompt(
+    history: Sequence[Mapping[str, str]],
+    query: str,
+    response_a: str,
+    response_b: str,
+    checklist: Sequence[str],
+    with_checklist: bool = True,
+    style: str = "wb-reward",
+) -> str:
+    """The judge prompt of ``style`` (see :data:`PROMPT_STYLES`); ``with_checklist=False`` (the paper's
+    ablation) drops the checklist block."""
+    if style == "compact":
+        return compact_prompt(history, query, response_a, response_b, checklist, with_checklist)
+    if style != "wb-reward":
+        raise ValueError(f"prompt style must be one of {PROMPT_STYLES}, got {style!r}")
     parts = [
         _INSTRUCTION,
         _CONVERSATION.format(history=format_history(history), query=query, response_a=response_a,
@@ -255,12 +331,97 @@ def validate_inputs(
             _check_str(item, f"checklists[{i}][{j}]")
 
 
+class LexicalChecklistJudge(ChatBackend):
+    """Offline stand-in judge, chosen only by name (``judge_model="lexical"``): reads the WB-Reward prompt
+    and answers its JSON with a lexical rule. No model is involved; its numbers check plumbing only.
+
+    Score of a response = share of the checklist's content words it contains (query words when the prompt
+    has no checklist), plus a small bonus for sharing query words; the higher score wins ("A+"/"B+", "++"
+    when the gap exceeds ``strong_gap``), equal scores give "A=B". Deterministic.
+    """
+
+    kind = "rules"
+    prompt_style = "wb-reward"
+
+    def __init__(self, strong_gap: float = 0.25) -> None:
+        self.strong_gap = strong_gap
+
+    @property
+    def model_id(self) -> str:
+        return LEXICAL_JUDGE
+
+    def verdict(self, prompt: str) -> str:
+        query, checklist = _words(_section(prompt, "query")), _words(_section(prompt, "checklist"))
+        target = checklist or query
+        scores = []
+        for name in ("response_A", "response_B"):
+            words = _words(_section(prompt, name))
+            cover = len(words & target) / len(target) if target else 0.0
+            scores.append(cover + 0.1 * (len(words & query) / len(query) if query else 0.0))
+        gap = scores[0] - scores[1]
+        if abs(gap) < 1e-9:
+            return "A=B"
+        side = "A" if gap > 0 else "B"
+        return side + ("++" if abs(gap) > self.strong_gap else "+")
+
+    def chat(self, requests: Sequence[ChatRequest]) -> list[ChatResponse]:
+        out = []
+        for request in requests:
+            choice = self.verdict(request.messages[-1]["content"])
+            text = ('{"analysis of A": "lexical overlap rule", "analysis of B": "lexical overlap rule", '
+                    '"reason of A=B": "", "reason of A>B": "", "reason of B>A": "", "choice": "' + choice + '"}')
+            out.append(ChatResponse(text=text, finish_reason="stop"))
+        return out
+
+
+_WORD = re.compile(r"[a-z0-9]+")
+_STOP = frozenset({"a", "an", "and", "are", "as", "at", "be", "but", "by", "can", "do", "does", "for",
+                   "from", "has", "have", "how", "i", "if", "in", "is", "it", "its", "me", "my", "no",
+                   "not", "of", "on", "or", "our", "please", "should", "so", "that", "the", "their",
+                   "them", "then", "there", "these", "this", "to", "was", "we", "what", "when", "which",
+                   "who", "why", "will", "with", "would", "you", "your", "response", "answer", "user"})
+
+
+def _section(text: str, name: str) -> str:
+    match = re.search(rf"<\|begin_of_{name}\|>\n?(.*?)\n?<\|end_of_{name}\|>", text, re.S)
+    return match.group(1) if match else ""
+
+
+def _words(text: str) -> set[str]:
+    return {w for w in _WORD.findall(text.lower()) if w not in _STOP and len(w) > 2}
+
+
+def is_lexical(name: str | None) -> bool:
+    return name is not None and name.strip().lower() in LEXICAL_NAMES
+
+
+def default_prompt_style(judge: ChatBackend) -> str:
+    """``compact`` for the offline SmolLM2 judge (measured: it cannot follow the WB-Reward JSON format),
+    the backend's own ``prompt_style`` where it declares one, else ``wb-reward``."""
+    inner = getattr(judge, "inner", judge)  # a CachedBackend judges like the model it wraps
+    declared = getattr(inner, "prompt_style", None)
+    if declared:
+        return str(declared)
+    from convohub.models import SMOLLM2_ID
+
+    return "compact" if inner.model_id == SMOLLM2_ID else "wb-reward"
+
+
 @lru_cache(maxsize=2)
 def _local_backend(model_path: str) -> ChatBackend:
     """Loading a local judge is the slow part; repeated ``compute`` calls in one process share it."""
-    from convohub.llm import TransformersBackend
+    from convohub.llm import OFFLINE_SPEC, TransformersBackend
 
+    if model_path == OFFLINE_SPEC:
+        return make_backend(OFFLINE_SPEC, batch_size=16)
     return TransformersBackend(Path(model_path).expanduser())
+
+
+#: What to tell a caller who named no judge (the CLI prints it too).
+NO_JUDGE_HELP = ("no judge named: pass judge_base_url= and judge_model= (an OpenAI-compatible endpoint), "
+                 "judge_model='smollm2' (the offline SmolLM2-135M-Instruct), judge_model='lexical' (the "
+                 "word-overlap stand-in, plumbing checks only), judge_model=<local model folder>, or set "
+                 "CONVOHUB_LLM_BASE_URL")
 
 
 def resolve_judge(
@@ -269,10 +430,13 @@ def resolve_judge(
     judge_model: str | None = None,
     cache_dir: str | Path | None = None,
 ) -> ChatBackend:
-    """The backend that answers: a ready one, an OpenAI-compatible endpoint, a local model, or the env.
+    """The backend that answers: a ready one, an OpenAI-compatible endpoint, the offline SmolLM2 model,
+    the lexical stand-in, a local model, or the environment's endpoint.
 
-    ``judge_base_url`` + ``judge_model`` -> endpoint; ``judge_model`` alone -> local transformers model
-    (a folder, or a Hub id already in the local cache); nothing -> ``CONVOHUB_LLM_*`` variables.
+    ``judge_base_url`` + ``judge_model`` -> endpoint; ``judge_model="lexical"`` -> :class:`LexicalChecklistJudge`;
+    ``judge_model="smollm2"`` -> SmolLM2-135M-Instruct; another ``judge_model`` alone -> local transformers
+    model (a folder, or a Hub id already in the local cache); nothing -> ``CONVOHUB_LLM_*`` variables, and
+    without those a ValueError: a judge is never chosen silently.
     """
     if judge is not None:
         if judge_base_url is not None or judge_model is not None:
@@ -283,6 +447,8 @@ def resolve_judge(
     if judge_base_url is not None:
         return make_backend(judge_base_url, model=judge_model, cache_dir=cache_dir)
     if judge_model is not None:
+        if is_lexical(judge_model):
+            return LexicalChecklistJudge()
         backend = _local_backend(str(judge_model))
         if cache_dir is not None:
             from convohub.llm import CachedBackend
@@ -291,8 +457,7 @@ def resolve_judge(
         return backend
     backend = backend_from_env(cache_dir=cache_dir)
     if backend is None:
-        raise ValueError("no judge configured: pass judge_base_url= and judge_model= (an OpenAI-compatible "
-                         "endpoint), judge_model= (a local model path), or set CONVOHUB_LLM_BASE_URL")
+        raise ValueError(NO_JUDGE_HELP)
     return backend
 
 
@@ -305,26 +470,31 @@ def judge_pairs(
     judge: ChatBackend,
     with_checklist: bool = True,
     max_new_tokens: int = DEFAULT_MAX_NEW_TOKENS,
+    prompt_style: str | None = None,
 ) -> list[PairJudgement]:
     """Per-instance judgements of candidate ``predictions`` against baseline ``references``.
 
     All 2N prompts (candidate as A, then candidate as B, for each instance) go to the backend in one
     batch, greedy (temperature 0), so an endpoint backend runs them at its full concurrency. Useful on
-    its own to filter preference pairs (keep a pair when its outcome is "win").
+    its own to filter preference pairs (keep a pair when its outcome is "win"). ``prompt_style`` defaults
+    to :func:`default_prompt_style` of the judge; the compact style caps the answer at a few tokens.
     """
     validate_inputs(predictions, references, histories, queries, checklists)
+    style = prompt_style or default_prompt_style(judge)
+    parse = parse_compact_verdict if style == "compact" else parse_verdict
+    if style == "compact":
+        max_new_tokens = min(max_new_tokens, COMPACT_MAX_NEW_TOKENS)
     requests = []
     for cand, ref, history, query, checklist in zip(predictions, references, histories, queries, checklists,
                                                     strict=True):
         for response_a, response_b in ((cand, ref), (ref, cand)):
-            prompt = judge_prompt(history, query, response_a, response_b, checklist, with_checklist)
+            prompt = judge_prompt(history, query, response_a, response_b, checklist, with_checklist, style)
             requests.append(ChatRequest.from_prompt(prompt, max_new_tokens=max_new_tokens, temperature=0.0))
     responses = run_chat(judge, requests, chunk_size=len(requests), desc="checklist judge", progress=False)
     out = []
     for i in range(len(predictions)):
         first, second = responses[2 * i], responses[2 * i + 1]
-        verdicts = (parse_verdict(first.text if first.ok else None),
-                    parse_verdict(second.text if second.ok else None))
+        verdicts = (parse(first.text if first.ok else None), parse(second.text if second.ok else None))
         rewards = tuple(None if v is None else candidate_reward(v, candidate_is_a=(k == 0))
                         for k, v in enumerate(verdicts))
         out.append(PairJudgement(verdicts=verdicts, rewards=rewards,  # type: ignore[arg-type]
@@ -366,16 +536,61 @@ def checklist_judge(
     judge: ChatBackend | None = None,
     max_new_tokens: int = DEFAULT_MAX_NEW_TOKENS,
     cache_dir: str | Path | None = None,
-) -> dict[str, float | int]:
-    """``{"win", "tie", "lose", "mean_reward", "parse_failures", "n_judged"}`` of candidate ``predictions``
-    against baseline ``references`` (see the module docstring for the rules).
+    prompt_style: str | None = None,
+) -> dict[str, Any]:
+    """``{"win", "tie", "lose", "mean_reward", "parse_failures", "n_judged", "judge", "prompt_style"}`` of
+    candidate ``predictions`` against baseline ``references`` (see the module docstring for the rules).
 
     Rates are fractions of ``n_judged``; ``mean_reward`` is in [-100, 100]; ``parse_failures`` counts
-    judge outputs (of 2N) without a usable choice. ``cache_dir`` caches judge answers on disk so an
-    interrupted run resumes without repeating paid calls.
+    judge outputs (of 2N) without a usable choice; ``judge`` names the model that judged. ``cache_dir``
+    caches judge answers on disk so an interrupted run resumes without repeating paid calls.
     """
     validate_inputs(predictions, references, histories, queries, checklists)
     backend = resolve_judge(judge, judge_base_url, judge_model, cache_dir)
+    style = prompt_style or default_prompt_style(backend)
     judgements = judge_pairs(predictions, references, histories, queries, checklists, backend,
-                             with_checklist=with_checklist, max_new_tokens=max_new_tokens)
-    return summarise_judgements(judgements)
+                             with_checklist=with_checklist, max_new_tokens=max_new_tokens, prompt_style=style)
+    return {**summarise_judgements(judgements), "judge": backend.model_id, "prompt_style": style}
+
+
+# ------------------------------------------------------------------------------------- judge agreement
+GOLD_FILE = "judge_gold.jsonl"
+
+
+def load_judge_gold(path: str | Path | None = None) -> list[dict[str, Any]]:
+    """The hand-labelled judge set: ``{id, topic, instruction, checklist, response_a, response_b, better}``
+    per line, ``better`` one of A/B. Written and labelled by hand for convohub (not by its sample
+    generator); ships as package data."""
+    import json
+    from importlib import resources
+
+    text = (Path(path).read_text(encoding="utf-8") if path is not None
+            else resources.files("convohub").joinpath("data", GOLD_FILE).read_text(encoding="utf-8"))
+    items = [json.loads(line) for line in text.splitlines() if line.strip()]
+    for item in items:
+        if item.get("better") not in ("A", "B", "tie"):
+            raise ValueError(f"{path or GOLD_FILE}: item {item.get('id')}: 'better' must be A, B or tie")
+    return items
+
+
+def judge_agreement(judge: ChatBackend, items: Sequence[Mapping[str, Any]] | None = None, *,
+                    prompt_style: str | None = None) -> dict[str, Any]:
+    """How often ``judge`` picks the hand-labelled better response (both orders, combined as everywhere).
+
+    Returns ``{"judge", "prompt_style", "n", "agree", "ties", "wrong", "parse_failures"}``: an item
+    counts as agreement when the combined outcome names the labelled response; ties (including
+    inconsistent verdicts across the two orders) and unparsed items do not agree.
+    """
+    items = list(items if items is not None else load_judge_gold())
+    style = prompt_style or default_prompt_style(judge)
+    judgements = judge_pairs([str(i["response_a"]) for i in items], [str(i["response_b"]) for i in items],
+                             [[] for _ in items], [str(i["instruction"]) for i in items],
+                             [[str(c) for c in i.get("checklist") or []] for i in items], judge,
+                             prompt_style=style)
+    outcome_side = {"win": "A", "lose": "B", "tie": "tie"}
+    sides = [outcome_side.get(j.outcome or "") for j in judgements]
+    return {"judge": judge.model_id, "prompt_style": style, "n": len(items),
+            "agree": sum(s == i["better"] for s, i in zip(sides, items, strict=True)),
+            "ties": sides.count("tie"), "wrong": sum(s in ("A", "B") and s != i["better"]
+                                                   for s, i in zip(sides, items, strict=True)),
+            "parse_failures": sides.count(None)}

@@ -375,27 +375,66 @@ class RecursiveDecomposer:
 
     def options(self, chain: tuple[Turn, ...], question: str) -> list[OpNode]:
         """The distinct valid steps the model proposes for ``question`` (one backend call, memoised)."""
-        key = (chain, question)
-        if key in self._memo:
-            return self._memo[key]
-        requests = self.requests(self.messages(chain, question))
-        self.stats.llm_calls += len(requests)
-        found: dict[str, OpNode] = {}
-        for response in self.backend.chat(requests):
-            if not response.ok:
-                self.stats.failed_calls += 1
-                continue
-            self.stats.outputs += 1
-            try:
-                node = parse_step(response.text)
-            except TreeSyntaxError as err:
-                self.stats.rejected += 1
-                self.stats.rejected_reasons[_reason(err)] += 1
-                continue
-            self.stats.parsed += 1
-            found.setdefault(node.text, node)
-        self._memo[key] = list(found.values())
-        return self._memo[key]
+        self._fetch([(chain, question)])
+        return self._memo[(chain, question)]
+
+    def _fetch(self, keys: Sequence[tuple[tuple[Turn, ...], str]]) -> None:
+        """Ask the backend for the steps of every (chain, question) not yet memoised, in ONE ``chat`` call
+        (a local backend generates them in batches), and memoise the valid ones per key."""
+        todo = [k for k in dict.fromkeys(keys) if k not in self._memo]
+        if not todo:
+            return
+        per_key = [self.requests(self.messages(chain, question)) for chain, question in todo]
+        flat = [r for requests in per_key for r in requests]
+        self.stats.llm_calls += len(flat)
+        responses = iter(self.backend.chat(flat))
+        for key, requests in zip(todo, per_key, strict=True):
+            found: dict[str, OpNode] = {}
+            for response in (next(responses) for _ in requests):
+                if not response.ok:
+                    self.stats.failed_calls += 1
+                    continue
+                self.stats.outputs += 1
+                try:
+                    node = parse_step(response.text)
+                except TreeSyntaxError as err:
+                    self.stats.rejected += 1
+                    self.stats.rejected_reasons[_reason(err)] += 1
+                    continue
+                self.stats.parsed += 1
+                found.setdefault(node.text, node)
+            self._memo[key] = list(found.values())
+
+    def prefetch(self, questions: Sequence[str]) -> int:
+        """Generate every step the recursion of ``questions`` can ask for, level by level, one batched backend
+        call per level (instead of one call per step), so a later :meth:`candidates` only reads the memo.
+
+        Why: a local model generates a batch of prompts at nearly the cost of one, and the steps of a level
+        (the root steps of all questions, then all their sub-questions ...) are independent. The same guards
+        apply (repeated outputs, ``max_depth``). Meant for greedy decoding (``n_options`` 1): with more
+        options every combination of options is expanded. Returns the number of steps generated.
+        """
+        level = [((), q) for q in dict.fromkeys(questions)]
+        depth = generated = 0
+        while level and depth <= self.max_depth:
+            todo = [k for k in dict.fromkeys(level) if k not in self._memo]
+            self._fetch(todo)
+            generated += len(todo)
+            following: list[tuple[tuple[Turn, ...], str]] = []
+            for chain, question in dict.fromkeys(level):
+                earlier = {out for _, out in chain}
+                for option in self._memo[(chain, question)]:
+                    if option.text in earlier:
+                        continue
+                    here = (*chain, (question, option.text))
+                    following += [(here, kid) for kid in dict.fromkeys(placeholders(option))]
+            level, depth = following, depth + 1
+        return generated
+
+    def proposed(self, chain: tuple[Turn, ...], question: str) -> list[str] | None:
+        """The memoised valid steps for (chain, question), or None when the recursion never asked."""
+        found = self._memo.get((tuple(chain), question))
+        return None if found is None else [node.text for node in found]
 
     def _expand(self, chain: tuple[Turn, ...], question: str, depth: int) -> Iterator[_Built]:
         if depth > self.max_depth:
@@ -483,7 +522,8 @@ class ICLDecomposer(RecursiveDecomposer):
 class SFTDecomposer(RecursiveDecomposer):
     """QUD with a fine-tuned causal LM: only the ancestor dialogue, greedy, oldest turns dropped to fit.
 
-    ``model`` is a trained model folder (loaded with :class:`convohub.llm.TransformersBackend`) or any
+    ``model`` is a trained model folder (loaded with :class:`convohub.llm.TransformersBackend`, which generates
+    ``batch_size`` prompts at once -- see :meth:`RecursiveDecomposer.prefetch`) or any
     :class:`ChatBackend` serving it (e.g. an ``EndpointBackend`` on ``transformers serve``/vLLM), so the
     in-process model and a served one share this code. Limits default to the folder's ``qud_config.json``
     (written by the training script); without a tokenizer the input length is estimated from characters.
@@ -491,14 +531,14 @@ class SFTDecomposer(RecursiveDecomposer):
 
     def __init__(self, model: str | Path | ChatBackend, *, max_input_tokens: int | None = None,
                  max_new_tokens: int | None = None, tokenizer: Any = None, device: str | None = None,
-                 n_options: int = 1, **kwargs: Any) -> None:
+                 batch_size: int = 16, n_options: int = 1, **kwargs: Any) -> None:
         saved: dict[str, Any] = {}
         if isinstance(model, ChatBackend):
             backend = model
         else:
             from convohub.llm import TransformersBackend
 
-            backend = TransformersBackend(model, device=device)
+            backend = TransformersBackend(model, device=device, batch_size=batch_size)
             config = Path(model) / QUD_CONFIG
             saved = json.loads(config.read_text(encoding="utf-8")) if config.is_file() else {}
         super().__init__(backend, n_options=n_options,

@@ -36,7 +36,7 @@ from convohub.reqap.qud import (
 )
 
 __all__ = ["ICL_SOURCE", "OFFLINE_SOURCE", "StepPair", "dedupe", "distill_pairs", "example_pairs", "gold_pairs",
-           "load_questions", "offline_pairs", "read_pairs", "write_pairs"]
+           "gold_steps", "load_questions", "offline_pairs", "read_pairs", "write_pairs"]
 
 OFFLINE_SOURCE = "gold-tree decompositions (offline stand-in for ICL distillation)"
 ICL_SOURCE = "ICL-distilled (trees of an in-context-learning decomposer that gave correct answers)"
@@ -89,6 +89,18 @@ def example_pairs(examples: Sequence[QUDExample] | None = None) -> list[StepPair
     """The steps of the example bank."""
     examples = load_examples() if examples is None else examples
     return [p for e in examples for p in _pairs(e.chains, "example")]
+
+
+def gold_steps(question: Mapping[str, Any]) -> list[tuple[tuple[Turn, ...], str, str]] | None:
+    """(ancestor chain, input, output) of every step of ``question``'s gold tree in dialogue order, or None
+    when its template has no gold tree (or the text does not fit it). Evaluation compares a model's steps
+    with these; training uses the same steps (:func:`gold_pairs`)."""
+    from convohub.reqap.gold_trees import decompose, gold_tree_or_none
+
+    tree = gold_tree_or_none(question)
+    if tree is None:
+        return None
+    return step_chains(dict(decompose(tree, question)), question["question"])
 
 
 def gold_pairs(questions: Iterable[Mapping[str, Any]]) -> tuple[list[StepPair], Counter[str]]:

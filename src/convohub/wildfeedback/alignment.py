@@ -57,7 +57,11 @@ class AlignmentArguments:
         "help": "config holding the training pairs (default: the first config with the train split that is "
                 "not 'test')"})
     train_split: str = field(default="train")
-    max_train_samples: int | None = field(default=None, metadata={"help": "cap on training pairs"})
+    variant: str | None = field(default=None, metadata={
+        "help": "train only on rows of this preference variant (the `variant` column: `expert`, `on_policy`, "
+                "...; the paper's Table 6 trains one model per variant); default: every row"})
+    max_train_samples: int | None = field(default=None, metadata={
+        "help": "cap on training pairs (taken after shuffling with the seed)"})
     max_prompt_length: int = field(default=3072, metadata={
         "help": "prompt budget in tokens; longer prompts lose their oldest turns (system message and last user "
                 "turn are kept; a last user turn longer than the budget keeps its end)"})
@@ -445,8 +449,19 @@ def run_lr_grid(script_args: AlignmentArguments, training_args: Any,
 
 
 # ------------------------------------------------------------------------------------------ stage runs
+def select_variant(rows: Any, variant: str | None, source: str) -> Any:
+    """Only the rows of preference ``variant`` (None: all rows); an unknown variant names the ones present."""
+    if not variant:
+        return rows
+    present = sorted(set(rows["variant"])) if "variant" in rows.column_names else []
+    if variant not in present:
+        raise ValueError(f"{source}: no training rows of variant {variant!r}; variants present: {present}")
+    return rows.filter(lambda v: v == variant, input_columns="variant")
+
+
 def _load_split(script_args: AlignmentArguments, tokenizer: Any, stage: str, seed: int) -> tuple[Any, Any, dict]:
     rows = load_preference_rows(script_args.dataset_path, script_args.dataset_config, script_args.train_split)
+    rows = select_variant(rows, script_args.variant, script_args.dataset_path)
     rows = rows.shuffle(seed=seed)
     if script_args.max_train_samples:
         rows = rows.select(range(min(script_args.max_train_samples, len(rows))))
@@ -456,23 +471,52 @@ def _load_split(script_args: AlignmentArguments, tokenizer: Any, stage: str, see
     return train, val, stats.as_dict()
 
 
+def _train_seconds(log_history: Sequence[Mapping[str, Any]]) -> float | None:
+    runtimes = [float(e["train_runtime"]) for e in log_history if "train_runtime" in e]
+    return round(runtimes[-1], 1) if runtimes else None
+
+
 def _finish(trainer: Any, check: CollapseCheck, stage: str, out: Path, extra: dict[str, Any]) -> dict[str, Any]:
-    """Raise on collapse; else save the model (LoRA merged) + tokenizer and write the results JSON."""
+    """Raise on collapse; else save the model + tokenizer and write the results JSON (main process only).
+
+    A full fine-tune is saved with ``trainer.save_model``. A LoRA/QLoRA run is published as *merged*
+    weights (``merge_and_unload`` then ``save_pretrained``): the next stage, the evaluation and a user's
+    ``AutoModelForCausalLM.from_pretrained`` then load a plain model, and the card names the base model.
+    """
     if check.collapsed:
         raise TrainingCollapsed(f"{stage} stopped: {check.report['reason']} (report: {out / COLLAPSE_REPORT})")
     results = {"stage": stage, **extra, **log_summary(trainer.state.log_history),
-               "steps": trainer.state.global_step, "collapse_check": "ok"}
+               "steps": trainer.state.global_step, "train_seconds": _train_seconds(trainer.state.log_history),
+               "collapse_check": "ok"}
     if trainer.eval_dataset is not None:
         results["eval_loss"] = round(float(trainer.evaluate()["eval_loss"]), 4)
     model = trainer.model
-    if hasattr(model, "merge_and_unload"):  # LoRA/QLoRA: the next stage and the card get a plain model
-        model = model.merge_and_unload()
-    out.mkdir(parents=True, exist_ok=True)
-    model.save_pretrained(out)
-    trainer.processing_class.save_pretrained(out)
-    atomic_write_text(out / RESULTS_FILE, dump_json(results))
-    print(json.dumps(results, indent=2, sort_keys=True))
+    if not hasattr(model, "merge_and_unload"):
+        trainer.save_model(str(out))
+    elif trainer.accelerator.is_main_process:
+        out.mkdir(parents=True, exist_ok=True)
+        trainer.accelerator.unwrap_model(model).merge_and_unload().save_pretrained(out)
+        trainer.processing_class.save_pretrained(out)
+    if trainer.accelerator.is_main_process:
+        atomic_write_text(out / RESULTS_FILE, dump_json(results))
+        print(json.dumps(results, indent=2, sort_keys=True))
     return results
+
+
+def _lora_facts(model_args: Any) -> dict[str, Any]:
+    """What the card says about the adapter (None when the run is a full fine-tune)."""
+    if not model_args.use_peft:
+        return {"lora": None}
+    modules = model_args.lora_target_modules
+    return {"lora": {"r": model_args.lora_r, "alpha": model_args.lora_alpha, "dropout": model_args.lora_dropout,
+                     "target_modules": modules if isinstance(modules, str) else list(modules or []),
+                     "quantised": "4-bit" if model_args.load_in_4bit else "8-bit" if model_args.load_in_8bit
+                     else None, "published": "merged"}}
+
+
+def _global_batch(training_args: Any) -> int:
+    return int(training_args.per_device_train_batch_size * training_args.gradient_accumulation_steps
+               * max(1, training_args.world_size))
 
 
 def build_sft_trainer(script_args: AlignmentArguments, training_args: Any, model_args: Any) -> tuple[Any, Any, dict]:
@@ -490,7 +534,10 @@ def build_sft_trainer(script_args: AlignmentArguments, training_args: Any, model
     trainer = SFTTrainer(model=model, args=training_args, train_dataset=train, eval_dataset=val,
                          processing_class=tokenizer, peft_config=lora_config(model_args), callbacks=[check])
     extra = {"base_model": model_args.model_name_or_path, "data": stats, "train_examples": len(train),
-             "learning_rate": training_args.learning_rate, "max_prompt_length": script_args.max_prompt_length}
+             "learning_rate": training_args.learning_rate, "max_prompt_length": script_args.max_prompt_length,
+             "max_length": training_args.max_length, "variant": script_args.variant,
+             "max_train_samples": script_args.max_train_samples, "batch_size": _global_batch(training_args),
+             **_lora_facts(model_args)}
     return trainer, check, extra
 
 
@@ -519,8 +566,12 @@ def build_dpo_trainer(script_args: AlignmentArguments, training_args: Any, model
                          eval_dataset=val, processing_class=tokenizer, peft_config=peft, callbacks=[check])
     extra = {"reference_model": model_args.model_name_or_path, "data": stats, "train_pairs": len(train),
              "learning_rate": training_args.learning_rate, "beta": training_args.beta,
-             "max_prompt_length": script_args.max_prompt_length,
-             "loss_type": list(training_args.loss_type)}
+             "max_prompt_length": script_args.max_prompt_length, "max_length": training_args.max_length,
+             "loss_type": list(training_args.loss_type), "variant": script_args.variant,
+             "max_train_samples": script_args.max_train_samples, "batch_size": _global_batch(training_args),
+             "reference": "the SFT model: the same weights with the LoRA adapter disabled" if peft is not None
+             else "the SFT model: a frozen copy loaded from model_name_or_path",
+             **_lora_facts(model_args)}
     return trainer, check, extra
 
 
@@ -562,20 +613,36 @@ def base_model_of(repo: Path, profile: str) -> str:
     return str(recipe["model_name_or_path"])
 
 
-def train(repo: Path, profile: str, dataset_dir: Path, output_dir: Path, seed: int) -> Path:
-    """SFT on the chosen responses, then DPO from the SFT model with the SFT model as reference.
+def launch_profile(profile: str) -> str:
+    """The launch profile (accelerate config) of a recipe profile: ``tiny`` on CPU, every paper recipe on GPUs."""
+    return "tiny" if profile == "tiny" else "paper"
 
-    Returns the DPO model folder (``output_dir/dpo``); the SFT model stays in ``output_dir/sft``.
+
+def train(repo: Path, profile: str, dataset_dir: Path, output_dir: Path, seed: int, *, variant: str | None = None,
+          sft_args: Sequence[str] = (), dpo_args: Sequence[str] = ()) -> Path:
+    """SFT on the chosen responses, then DPO from the merged SFT model with the SFT model as reference.
+
+    Each stage runs as its own ``accelerate launch`` subprocess (:func:`convohub.training.launch.run_script`)
+    with the profile's recipe; ``variant`` selects the preference variant to train on; ``sft_args`` /
+    ``dpo_args`` are further CLI overrides (tests swap in the random tiny model). Returns the DPO model
+    folder (``output_dir/dpo``); the SFT model stays in ``output_dir/sft``; each stage's log is kept next to
+    it (``sft.log``, ``dpo.log``).
     """
-    from convohub.cli import load_script
+    from convohub.training.launch import run_script
 
     sft_recipe, dpo_recipe = recipe_paths(repo, profile)
+    out = Path(output_dir)
+    out.mkdir(parents=True, exist_ok=True)
     common = ["--dataset_path", str(dataset_dir), "--seed", str(seed), "--data_seed", str(seed)]
-    sft_out, dpo_out = Path(output_dir) / "sft", Path(output_dir) / "dpo"
-    load_script(repo / SFT_DIR / "train_wildfeedback_sft.py").main(
-        ["--config", str(sft_recipe), "--output_dir", str(sft_out), *common])
-    load_script(repo / DPO_DIR / "train_wildfeedback_dpo.py").main(
-        ["--config", str(dpo_recipe), "--output_dir", str(dpo_out), "--model_name_or_path", str(sft_out), *common])
+    if variant:
+        common += ["--variant", variant]
+    sft_out, dpo_out = out / "sft", out / "dpo"
+    run_script(repo / SFT_DIR / "train_wildfeedback_sft.py", sft_recipe,
+               ["--output_dir", str(sft_out), *common, *sft_args], profile=launch_profile(profile),
+               log_file=out / "sft.log")
+    run_script(repo / DPO_DIR / "train_wildfeedback_dpo.py", dpo_recipe,
+               ["--output_dir", str(dpo_out), "--model_name_or_path", str(sft_out), *common, *dpo_args],
+               profile=launch_profile(profile), log_file=out / "dpo.log")
     return dpo_out
 
 

@@ -156,9 +156,42 @@ def sample_conversations(n_users: int, seed: int) -> list[dict[str, Any]]:
     return [r for split in splits.values() for r in split]
 
 
+def gold_section(comparison: Mapping[str, Any] | None, labeller: str) -> str:
+    """The card's "labeller on the hand-labelled set" paragraph and table (or why it is missing)."""
+    from convohub.wildfeedback.agreement import agreement_rows
+
+    if comparison is None:
+        return ("Not measured in this build (the labeller was given explicitly); "
+                "`convohub.wildfeedback.agreement.compare_on_gold` measures any labeller on the set.")
+    g = comparison["gold"]
+    table = markdown_table(["labeller", "signal", "accuracy", "precision", "recall", "F1", "kappa",
+                            "gold positives", "turns"], agreement_rows(comparison))
+    failures = "; ".join(f"`{name}`: {int(a['failed_conversations'])} conversations without a valid answer"
+                         for name, a in comparison["labellers"].items() if a.get("failed_conversations"))
+    figures = ", ".join(f"`{n}` {a['mean_kappa']:.3f}" for n, a in comparison["labellers"].items())
+    if comparison["llm"] is None:
+        choice = f"Only the rules were measured; this build's labeller `{labeller}` was chosen by name."
+    elif labeller == comparison["chosen"]:
+        choice = (f"This build's labeller `{labeller}` is the offline default chosen by this measurement: "
+                  f"{comparison['choice_rule']} (mean kappa: {figures}).")
+        if labeller == comparison["rules"]:
+            choice += (" The rules were chosen because they agreed better with the hand labels than the local "
+                       "LLM; configure an endpoint (`CONVOHUB_LLM_*` or `--llm SPEC`) to label with a model.")
+    else:
+        choice = f"This build's labeller `{labeller}` was chosen by name (mean kappa: {figures})."
+    return (f"{g['conversations']} conversations ({g['scored_turns']} user turns after the first: "
+            f"{g['sat_turns']} SAT, {g['dsat_turns']} DSAT; languages {', '.join(g['languages'])}) written and "
+            f"labelled by hand for convohub (`convohub/data/{g['file']}`), not produced by the sample "
+            f"generator whose phrases the rules were built from. {choice}\n\n{table}"
+            + (f"\n\nLabelling failures (counted as no feedback): {failures}." if failures else ""))
+
+
 def build_from_pipeline(target: HubTarget, repo: Path, work: Path, *, backends: Backends | None = None,
                         settings: Settings | None = None, n_users: int = DEFAULT_USERS,
-                        conversations: Sequence[Mapping[str, Any]] | None = None) -> Path:
+                        conversations: Sequence[Mapping[str, Any]] | None = None,
+                        gold_comparison: Mapping[str, Any] | None = None) -> Path:
+    """Run the pipeline and write the dataset folder; ``gold_comparison`` (from
+    :func:`convohub.wildfeedback.agreement.compare_on_gold`) goes into the card."""
     settings = settings or Settings()
     convs = list(conversations) if conversations is not None else sample_conversations(n_users, settings.seed)
     result = run_pipeline(convs, work, backends, settings)
@@ -179,9 +212,9 @@ def build_from_pipeline(target: HubTarget, repo: Path, work: Path, *, backends: 
         f"Built by `convohub datasets build {DATASET_NAME}` from {len(convs)} conversations of the seeded "
         f"WildChat-format sample corpus (`generate_wildchat_sample(n_users={n_users}, seed={settings.seed})`, "
         "synthetic, no real user data), normalised and PII-scrubbed like `wildchat-sample`.\n\n"
-        f"- feedback labels: `{b['labeller'] or 'rules:lexicon-v1'}`"
+        f"- feedback labels: `{b['labeller']}`"
         + (" (the transparent lexicon/rule labeller of `convohub.wildfeedback.rules`, standing in for the "
-           "GPT-4o SPUR call)" if b["labeller"] is None else "") + "\n"
+           "GPT-4o SPUR call)" if b["labeller"].startswith("rules:") else "") + "\n"
         f"- preference summaries: `{b['summariser'] or 'rules:preference-templates-v1'}`"
         + (" (sentences written by rules from the DSAT labels and the user's own words)" if b["summariser"] is None
            else "") + "\n"
@@ -191,6 +224,7 @@ def build_from_pipeline(target: HubTarget, repo: Path, work: Path, *, backends: 
                                        "should be safe.\"") + "\n"
         "- on-policy: " + (f"policy `{b['policy']}`, judge `{b['judge']}`" if b["policy"] and b["judge"]
                             else result.on_policy_note))
+    gold = gold_section(gold_comparison, b["labeller"])
     agreement_table = markdown_table(
         ["signal", "accuracy", "precision", "recall", "F1", "kappa", "reference positives", "turns"],
         [[k, *(f"{100 * v[m]:.1f}" for m in ("accuracy", "precision", "recall", "f1", "kappa")),
@@ -198,7 +232,7 @@ def build_from_pipeline(target: HubTarget, repo: Path, work: Path, *, backends: 
     stats = {"table1": table1(annotations), "counts": result.counts, "agreement": agree}
     return _write(target, repo, configs, provenance, stats, table6({"wildfeedback": [public_row(r) for r in result.train],
                                                                     "test": [public_row(r) for r in result.test]}),
-                  agreement_table, license_id="cc-by-4.0")
+                  agreement_table, license_id="cc-by-4.0", gold=gold)
 
 
 def build_from_source(target: HubTarget, repo: Path, source: Path) -> Path:
@@ -232,11 +266,12 @@ def build_from_source(target: HubTarget, repo: Path, source: Path) -> Path:
                   f"`convohub datasets build {DATASET_NAME} --source ...` (streamed; every text PII-scrubbed). "
                   "Files that were absent give no config. The release has no held-out test set, so the `test` "
                   "config is built only by the pipeline.")
-    return _write(target, repo, configs, provenance, stats, t6, "", license_id="odc-by")
+    return _write(target, repo, configs, provenance, stats, t6, "", license_id="odc-by",
+                  gold="(not measured: the labels come from the release)")
 
 
 def _write(target: HubTarget, repo: Path, configs: dict[str, Any], provenance: str, stats: Mapping[str, Any],
-           t6: list[list[Any]], agreement_table: str, license_id: str) -> Path:
+           t6: list[list[Any]], agreement_table: str, license_id: str, gold: str) -> Path:
     t1 = stats.get("table1")
     body = Template((repo / "dataset_scripts" / "wildfeedback" / "card.md").read_text(encoding="utf-8")).substitute(
         provenance=provenance,
@@ -244,6 +279,7 @@ def _write(target: HubTarget, repo: Path, configs: dict[str, Any], provenance: s
         table6=markdown_table(["config", "variant", "# pairs", "prompt length", "response length", "multi-turn"], t6)
         if t6 else "(no preference pairs built)",
         agreement=agreement_table or "(not measured: labels come from the release)",
+        gold=gold,
         counts=_counts_table(stats["counts"]) if "counts" in stats else "(normalised release: no pipeline stages)",
     )
     card = DatasetCardInfo(

@@ -11,6 +11,11 @@ Answers are validated by :func:`convohub.wildfeedback.labels.validate_turn_list`
 retried (sampled, new seed: a greedy retry would repeat the same answer) up to ``max_attempts`` calls in
 all and then recorded as a failure -- never repaired by guessing labels. Without a backend the rule
 labeller of :mod:`convohub.wildfeedback.rules` answers.
+
+Two prompt styles (``prompt_style``): ``"full"`` is the paper's single prompt above, for capable endpoints;
+``"split"`` (:mod:`convohub.wildfeedback.turn_prompts`) asks one user turn and one field at a time with a
+closed answer set, which a 135M model can follow. :func:`default_prompt_style` picks ``"split"`` for local
+models and for SmolLM2 behind a server, ``"full"`` otherwise.
 """
 
 from __future__ import annotations
@@ -33,6 +38,7 @@ from convohub.wildfeedback.labels import (
 from convohub.wildfeedback.rules import LABELLER_NAME, label_turns
 
 MAX_NEW_TOKENS = 2048
+PROMPT_STYLES = ("split", "full")
 #: Characters of one utterance shown to the labeller; long pastes carry no feedback signal past this.
 MAX_UTTERANCE_CHARS = 2000
 
@@ -150,14 +156,42 @@ class Outcome:
     attempts: int
 
 
+def default_prompt_style(backend: ChatBackend) -> str:
+    """``"split"`` for a local model or SmolLM2 behind a server (it cannot follow the full prompt: measured),
+    ``"full"`` (the paper's single prompt) for any other endpoint."""
+    model = str(getattr(backend, "model_id", "")).lower()
+    return "split" if backend.kind == "local" or "smollm2" in model else "full"
+
+
+def labeller_label(backend: ChatBackend | None, prompt_style: str | None = None) -> str:
+    """The name rows and cards record for this labeller and prompt style."""
+    if backend is None:
+        return LABELLER_NAME
+    style = prompt_style or default_prompt_style(backend)
+    if style == "split":
+        from convohub.wildfeedback.turn_prompts import labeller_name
+
+        return labeller_name(backend)
+    return backend.name
+
+
 def identify_many(conversations: Sequence[Sequence[Mapping[str, str]]], backend: ChatBackend | None = None,
                   *, max_attempts: int = 3, chunk_size: int = 64, progress: bool = True,
-                  max_new_tokens: int = MAX_NEW_TOKENS) -> list[Outcome]:
+                  max_new_tokens: int = MAX_NEW_TOKENS, prompt_style: str | None = None) -> list[Outcome]:
     """Label many conversations; with a backend, each round sends every still-unlabelled one at once
-    (the endpoint backend runs them concurrently) and only invalid answers go to the next round."""
+    (the endpoint backend runs them concurrently) and only invalid answers go to the next round.
+    ``prompt_style`` is ``"split"`` or ``"full"`` (default: :func:`default_prompt_style`)."""
     sizes = [_check_turns(turns) for turns in conversations]
     if backend is None:
         return [Outcome(FeedbackResult(label_turns(turns), LABELLER_NAME), [], 0) for turns in conversations]
+    style = prompt_style or default_prompt_style(backend)
+    if style not in PROMPT_STYLES:
+        raise ValueError(f"prompt_style must be one of {PROMPT_STYLES}, got {prompt_style!r}")
+    if style == "split":
+        from convohub.wildfeedback.turn_prompts import identify_split
+
+        return [Outcome(o.result, o.errors, o.attempts)
+                for o in identify_split(conversations, backend, max_attempts=max_attempts, progress=progress)]
     outcomes = [Outcome(None, [], 0) for _ in conversations]
     todo = list(range(len(conversations)))
     for attempt in range(max_attempts):
@@ -183,14 +217,17 @@ def identify_many(conversations: Sequence[Sequence[Mapping[str, str]]], backend:
 
 
 def identify(turns: list[dict], backend: ChatBackend | None = None, *, max_attempts: int = 3,
-             max_new_tokens: int = MAX_NEW_TOKENS) -> FeedbackResult:
+             max_new_tokens: int = MAX_NEW_TOKENS, prompt_style: str | None = None) -> FeedbackResult:
     """Labels of one conversation (``[{"role", "content"}, ...]``); ``backend=None`` uses the rule labeller.
 
-    Raises :class:`IdentificationError` when every attempt of the backend gave an invalid answer.
+    Raises :class:`IdentificationError` when every attempt of the backend gave an invalid answer; with the
+    split prompts its message names each turn and question that failed.
     """
     [outcome] = identify_many([turns], backend, max_attempts=max_attempts, progress=False,
-                              max_new_tokens=max_new_tokens)
+                              max_new_tokens=max_new_tokens, prompt_style=prompt_style)
     if outcome.result is None:
-        raise IdentificationError(f"no valid labels after {outcome.attempts} attempts: {outcome.errors[-1]}",
-                                  outcome.errors)
+        detail = "; ".join(outcome.errors) if (prompt_style or default_prompt_style(backend)) == "split" \
+            else outcome.errors[-1]
+        raise IdentificationError(f"{labeller_label(backend, prompt_style)}: no valid labels after "
+                                  f"{outcome.attempts} attempts: {detail}", outcome.errors)
     return outcome.result

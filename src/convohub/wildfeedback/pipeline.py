@@ -28,7 +28,7 @@ from pathlib import Path
 from typing import Any
 
 from convohub.llm import CachedBackend, ChatBackend, ChatRequest, run_chat
-from convohub.wildfeedback.identify import group_turns, identify_many
+from convohub.wildfeedback.identify import group_turns, identify_many, labeller_label
 from convohub.wildfeedback.labels import NA, FeedbackResult
 from convohub.wildfeedback.preferences import guided_messages, summarise_many
 from convohub.wildfeedback.split import is_test_user, select_test
@@ -53,20 +53,30 @@ class Settings:
 
 @dataclass
 class Backends:
-    """Which model does what; ``None`` = the offline stand-in (or, for the on-policy pair, skip)."""
+    """Which model does what; ``None`` = the offline stand-in (or, for the on-policy pair, skip).
+
+    ``labeller_style`` is the labelling prompt style (``"split"``/``"full"``; None = the backend's default,
+    see :func:`convohub.wildfeedback.identify.default_prompt_style`).
+    """
 
     labeller: ChatBackend | None = None
     summariser: ChatBackend | None = None
     expert: ChatBackend | None = None
     policy: ChatBackend | None = None
     judge: ChatBackend | None = None
+    labeller_style: str | None = None
+
+    def models(self) -> dict[str, ChatBackend | None]:
+        return {k: getattr(self, k) for k in _ROLES}
 
     def describe(self) -> dict[str, str | None]:
-        return {k: (None if v is None else v.name) for k, v in asdict_shallow(self).items()}
+        """Backend name per role; the labeller's entry is its full name (rules or model + prompt style)."""
+        out = {k: (None if v is None else v.name) for k, v in self.models().items()}
+        out["labeller"] = labeller_label(self.labeller, self.labeller_style)
+        return out
 
 
-def asdict_shallow(obj: Any) -> dict[str, Any]:
-    return {k: getattr(obj, k) for k in obj.__dataclass_fields__}
+_ROLES = ("labeller", "summariser", "expert", "policy", "judge")
 
 
 @dataclass
@@ -235,7 +245,8 @@ def run_pipeline(conversations: Sequence[Mapping[str, Any]], work: Path, backend
     backends = backends or Backends()
     settings = settings or Settings()
     work.mkdir(parents=True, exist_ok=True)
-    b = Backends(**{k: _cached(v, work) for k, v in asdict_shallow(backends).items()})
+    b = Backends(**{k: _cached(v, work) for k, v in backends.models().items()},
+                 labeller_style=backends.labeller_style)
     counts: dict[str, Any] = {}
     multi = [dict(c) for c in conversations if len(group_turns(messages_of(c))) >= 2]
     counts["conversations"] = len(conversations)
@@ -249,7 +260,7 @@ def run_pipeline(conversations: Sequence[Mapping[str, Any]], work: Path, backend
 
     def _labels() -> dict[str, Any]:
         outcomes = identify_many([messages_of(c) for c in multi], b.labeller, max_attempts=settings.max_attempts,
-                                 max_new_tokens=settings.label_max_new_tokens)
+                                 max_new_tokens=settings.label_max_new_tokens, prompt_style=b.labeller_style)
         return {c["conversation_id"]: ({"result": o.result.to_dict()} if o.result else {"errors": o.errors})
                 for c, o in zip(multi, outcomes, strict=True)}
 

@@ -4,13 +4,14 @@ It fills exactly the fields and enums the LLM fills, so everything downstream ru
 Rules, per user turn T-k (k >= 2; T-1 has no previous AI response, so no feedback labels):
 
 * satisfaction -- cue phrases (several languages) per label: Gratitude (thanks, merci, danke, gracias,
-  obrigado, vielen dank, спасибо, 谢谢; not "thanks in advance"), Praise (great, perfect, awesome, lifesaver, exactly
+  obrigado, vielen dank, спасибо, 谢谢, 多谢; not "thanks in advance"), Praise (great, perfect, awesome, lifesaver, exactly
   what I needed, ...), Compliance (it works / fixed it), Acknowledgment (makes sense, got it, I see),
   Learning (interesting, I didn't know), Getting_There (better, but / almost / closer); Positive_Closure
   when the *last* user turn has a SAT label and asks nothing. Humor, Personal_Details: never (no reliable
   surface cue).
 * dissatisfaction -- Factual_Error (wrong, incorrect, not right, mistake, outdated, mixed up, falsch,
-  faux, errado, неправильно, 不对, ...), Ignored (didn't answer, not what I asked, misunderstood),
+  faux, errado, неправильно, 不对, 错了, ...; not inside a plain question such as "What's wrong with my
+  code?", and not 不错 / 没错, which mean "not bad" / "right"), Ignored (didn't answer, not what I asked, misunderstood),
   Negative_Feedback (useless, stupid, terrible, not what I asked), Style (shorter/longer/simpler/more
   formal/bullet points/casual, and their translations; also adds Revision), Revision (rewrite, rephrase,
   try again, check your answer, fix), Insufficient_Detail (more detail, example, elaborate, be more
@@ -34,7 +35,7 @@ from collections.abc import Mapping, Sequence
 
 from convohub.wildfeedback.labels import NA, TurnLabel
 
-LABELLER_NAME = "rules:lexicon-v1"
+LABELLER_NAME = "rules:lexicon-v2"
 
 
 def _rx(*phrases: str) -> re.Pattern[str]:
@@ -49,11 +50,11 @@ def _rx(*phrases: str) -> re.Pattern[str]:
 
 SAT_CUES: dict[str, re.Pattern[str]] = {
     "Gratitude": _rx("thank you", "thanks", "thx", "ty", "much appreciated", "merci", "danke", "dank", "gracias",
-                     "obrigado", "obrigada", "спасибо", "谢谢", "感谢"),
+                     "obrigado", "obrigada", "спасибо", "谢谢", "多谢", "感谢"),
     "Praise": _rx("great", "perfect", "perfectly", "awesome", "excellent", "amazing", "wonderful", "brilliant",
                   "lifesaver", "exactly what i needed", "really helpful", "very helpful", "love it", "nice",
                   "super", "génial", "genial", "ótimo", "perfeitamente", "parfaitement", "perfekt", "perfectamente",
-                  "отлично", "супер", "太好了", "完全可以", ":)", "😊", "👍"),
+                  "отлично", "супер", "太好了", "完全可以", "不错", ":)", "😊", "👍"),
     "Compliance": _rx("that works", "it works", "it worked", "that worked", "fixed it", "works now", "funktioniert",
                       "ça marche", "funciona", "funcionou", "работает"),
     "Acknowledgment": _rx("makes sense", "got it", "oh i see", "ah i see", "i see now", "understood", "that clears it up"),
@@ -65,7 +66,7 @@ DSAT_CUES: dict[str, re.Pattern[str]] = {
     "Factual_Error": _rx("wrong", "incorrect", "not correct", "not right", "isn't right", "outdated",
                          "mixed up", "you're confusing", "you are confusing", "doesn't exist", "does not exist",
                          "not true", "that's false", "made a mistake", "sign error", "falsch", "faux", "está mal", "errado", "неправильно",
-                         "不对", "错"),
+                         "不对", "错了", "说错", "搞错", "弄错", "算错", "写错", "有错误", "是错的"),
     "Ignored": _rx("didn't answer", "did not answer", "not what i asked", "you misunderstood", "ignored",
                    "you didn't read", "that's not my question"),
     "Negative_Feedback": _rx("useless", "stupid", "terrible", "awful", "garbage", "nonsense", "annoying",
@@ -82,6 +83,15 @@ DSAT_CUES: dict[str, re.Pattern[str]] = {
     "Lower_Quality": _rx("chatgpt did better", "other ai", "you used to", "worse than before", "gpt-4 did"),
 }
 _REQUEST_ONLY = {"Revision", "Style", "Insufficient_Detail"}
+#: Complaint labels whose cue words ("wrong", "useless", "ignored") also occur in plain questions about the
+#: user's own material: "What's wrong with my code?" asks for help, it does not say the AI erred.
+_COMPLAINTS = ("Factual_Error", "Negative_Feedback", "Ignored")
+_SENTENCE = re.compile(r"[^.!?。！？]+[.!?。！？]*")
+_WH_QUESTION = re.compile(r"^\W*(what|what's|whats|why|how|where|which|who|when|is there|can|could|do|does)\b",
+                          re.IGNORECASE)
+_ABOUT_AI = re.compile(r"(?<!\w)(you|your|you're|answer|response|reply)(?!\w)", re.IGNORECASE)
+#: "对不对" (right or not?) contains 不对; a question, not a correction.
+_ZH_QUESTION = re.compile(r"对不对|是不是")
 
 DOMAIN_CUES: dict[str, re.Pattern[str]] = {
     "SOFTWARE AND WEB DEVELOPMENT": _rx("code", "function", "python", "javascript", "java", "rust", "sql",
@@ -118,6 +128,26 @@ def _cues(text: str, table: Mapping[str, re.Pattern[str]]) -> list[str]:
     return [label for label, pattern in table.items() if pattern.search(text)]
 
 
+def _is_plain_question(sentence: str) -> bool:
+    """A wh-/yes-no question that does not talk about the AI or its answer."""
+    s = sentence.strip()
+    if _ZH_QUESTION.search(s):
+        return True
+    return s.endswith("?") and _WH_QUESTION.search(s) is not None and _ABOUT_AI.search(s) is None
+
+
+def _dsat_cues(text: str) -> list[str]:
+    """DSAT cue labels; complaint cues count only outside plain questions (see :data:`_COMPLAINTS`)."""
+    found = _cues(text, DSAT_CUES)
+    kept = []
+    for label in found:
+        if label in _COMPLAINTS and not any(DSAT_CUES[label].search(s) and not _is_plain_question(s)
+                                            for s in _SENTENCE.findall(text)):
+            continue
+        kept.append(label)
+    return kept
+
+
 def _domain(text: str) -> str | None:
     hits = [(len(p.findall(text)), d) for d, p in DOMAIN_CUES.items() if p.search(text)]
     return max(hits)[1] if hits else None
@@ -147,8 +177,17 @@ def _summary(text: str, state: str, sat: bool, dsat: bool) -> str:
     return f'{kind}: "{snippet}"'
 
 
-def label_turns(turns: Sequence[Mapping[str, str]]) -> list[TurnLabel]:
-    """Rule labels for every user turn of ``turns`` (``[{"role", "content"}, ...]``), in order."""
+def label_turns(turns: Sequence[Mapping[str, str]],
+                feedback: Sequence[tuple[Sequence[str], Sequence[str]]] | None = None) -> list[TurnLabel]:
+    """Rule labels for every user turn of ``turns`` (``[{"role", "content"}, ...]``), in order.
+
+    ``feedback`` (one ``(satisfaction, dissatisfaction)`` pair per user turn) replaces the cue lexicon for
+    the feedback labels -- the split-prompt labeller passes a model's labels here -- and the remaining
+    fields (state, relation, domain, intent, summary) are derived around them by the same rules.
+    """
+    if feedback is not None and len(feedback) != sum(t["role"] == "user" for t in turns):
+        raise ValueError(f"{len(feedback)} feedback label pairs for "
+                         f"{sum(t['role'] == 'user' for t in turns)} user turns")
     out: list[TurnLabel] = []
     previous_user = previous_ai = ""
     user_positions = [i for i, t in enumerate(turns) if t["role"] == "user"]
@@ -157,12 +196,15 @@ def label_turns(turns: Sequence[Mapping[str, str]]) -> list[TurnLabel]:
         is_last = k == len(user_positions) - 1
         sat: list[str] = []
         dsat: list[str] = []
-        if k > 0:
+        if k > 0 and feedback is not None:
+            sat = [x for x in feedback[k][0] if x != NA]
+            dsat = [x for x in feedback[k][1] if x != NA]
+        elif k > 0:
             sat = _cues(text, SAT_CUES)
             if "Gratitude" in sat and _NOT_GRATITUDE.search(text) and len(_NOT_GRATITUDE.findall(text)) == len(
                     SAT_CUES["Gratitude"].findall(text)):
                 sat.remove("Gratitude")
-            dsat = _cues(text, DSAT_CUES)
+            dsat = _dsat_cues(text)
             if "Style" in dsat and "Revision" not in dsat:
                 dsat.append("Revision")
             if dsat and "Getting_There" not in sat:
@@ -172,10 +214,10 @@ def label_turns(turns: Sequence[Mapping[str, str]]) -> list[TurnLabel]:
                 sat.append("Positive_Closure")
         own_domain = _domain(text)
         shared = _words(text) & _words(previous_user + " " + previous_ai)
-        feedback = bool(sat) or any(d not in _REQUEST_ONLY for d in dsat)
+        evaluative = bool(sat) or any(d not in _REQUEST_ONLY for d in dsat)
         if k == 0:
             state = "NEWTOPIC"
-        elif feedback:
+        elif evaluative:
             state = "FEEDBACK"
         elif dsat:
             state = "REFINEMENT"

@@ -3,7 +3,10 @@ card -> Space, plus ``convohub wildfeedback label|build|evaluate``.
 
 ``convohub datasets build wildfeedback [--source DIR]``: with a source, the released files are normalised;
 without, the pipeline runs on the sample corpus with the LLM from ``CONVOHUB_LLM_*`` (labelling,
-summaries and expert responses) or the offline stand-ins. The on-policy variant additionally needs
+summaries and expert responses) or the offline stand-ins. The feedback labeller is chosen, never silently:
+``--llm rules`` -> the rules; a configured LLM -> that model; otherwise whichever of the rules and the local
+SmolLM2 (split prompts) agreed better with the hand-labelled set (measured in the build, cached under the
+work dir; the card reports both). The on-policy variant additionally needs
 ``CONVOHUB_WILDFEEDBACK_POLICY`` (a model spec for :func:`convohub.llm.make_backend`, e.g. the folder of the
 chat LM trained by ``convohub.corpus``) and a judge in ``CONVOHUB_WILDFEEDBACK_JUDGE`` (or the LLM).
 """
@@ -26,15 +29,44 @@ JUDGE_ENV = "CONVOHUB_WILDFEEDBACK_JUDGE"
 USERS_ENV = "CONVOHUB_WILDFEEDBACK_USERS"
 
 
-def _backends(llm: Any, policy: str | None = None, judge: str | None = None) -> Any:
+def _backends(llm: Any, policy: str | None = None, judge: str | None = None, *, labeller: Any = "llm",
+              labeller_style: str | None = None) -> Any:
+    """Which model does what; ``labeller`` defaults to ``llm`` (pass None for the rules, or another backend:
+    the measured offline default may differ from the summariser and expert)."""
     from convohub.llm import make_backend
     from convohub.wildfeedback.pipeline import Backends
 
     policy = policy or os.environ.get(POLICY_ENV) or None
     judge = judge or os.environ.get(JUDGE_ENV) or None
     judge_backend = make_backend(judge) if judge else llm
-    return Backends(labeller=llm, summariser=llm, expert=llm, policy=make_backend(policy) if policy else None,
-                    judge=judge_backend)
+    return Backends(labeller=llm if labeller == "llm" else labeller, summariser=llm, expert=llm,
+                    policy=make_backend(policy) if policy else None, judge=judge_backend,
+                    labeller_style=labeller_style)
+
+
+def offline_labeller(local_llm: Any, cache_dir: Path, log: Any = print) -> tuple[Any, str | None, dict[str, Any]]:
+    """The offline default feedback labeller, measured: the rules and ``local_llm`` with the split prompts
+    on the hand-labelled set (cached in ``cache_dir``); returns (backend or None for the rules, prompt style,
+    the comparison for the card)."""
+    from convohub.wildfeedback.agreement import compare_on_gold
+
+    comparison = compare_on_gold(local_llm, cache_dir, prompt_style="split", log=log)
+    if comparison["chosen"] == comparison["rules"]:
+        return None, None, comparison
+    return local_llm, "split", comparison
+
+
+def _labelling(ctx: Any) -> tuple[Any, str | None, dict[str, Any]]:
+    """``--llm rules`` -> the rules; a configured LLM -> that model (its default prompt style); otherwise the
+    labeller that agreed better on the hand-labelled set. The agreement is measured in every case."""
+    from convohub.wildfeedback.agreement import compare_on_gold
+
+    cache = ctx.scratch("wildfeedback", "gold-agreement")
+    if ctx.use_rules:
+        return None, None, compare_on_gold(None, cache, log=ctx.log)
+    if ctx.llm is not None:
+        return ctx.llm, None, compare_on_gold(ctx.llm, cache, log=ctx.log)
+    return offline_labeller(ctx.local_llm(), cache, ctx.log)
 
 
 def _build_dataset(ctx: Any, source: Path | None) -> Path:
@@ -49,8 +81,11 @@ def _build_dataset(ctx: Any, source: Path | None) -> Path:
     settings = Settings(seed=ctx.seed) if ctx.profile == "tiny" else Settings(seed=ctx.seed, test_clusters=70,
                                                                               test_per_cluster=10)
     users = int(os.environ.get(USERS_ENV, DEFAULT_USERS))
+    labeller, style, comparison = _labelling(ctx)
+    ctx.log(f"feedback labeller: {comparison['chosen'] if ctx.llm is None and not ctx.use_rules else 'by name'}")
     return build_from_pipeline(ctx.target, ctx.repo, ctx.scratch("wildfeedback", f"pipeline-{ctx.profile}"),
-                               backends=_backends(ctx.llm), settings=settings, n_users=users)
+                               backends=_backends(ctx.llm, labeller=labeller, labeller_style=style),
+                               settings=settings, n_users=users, gold_comparison=comparison)
 
 
 def _step_build(ctx: Any) -> dict[str, Any]:
@@ -108,23 +143,62 @@ def _step_space(ctx: Any) -> dict[str, Any]:
     return {"wildfeedback_space_dir": export_space(ctx.target, ctx.profile, ctx.repo)}
 
 
+def _label_cache() -> Path:
+    from convohub.models import cache_root
+
+    return cache_root() / "wildfeedback" / "gold-agreement"
+
+
 def run_label(args: argparse.Namespace) -> int:
-    """``convohub wildfeedback label``: SPUR labels (+ preference summary) of one conversation as JSON."""
-    from convohub.llm import backend_from_env, make_backend
-    from convohub.wildfeedback.identify import IdentificationError, identify
+    """``convohub wildfeedback label``: SPUR labels (+ preference summary) of one conversation as JSON.
+
+    Labeller: ``--llm rules`` (or ``--offline``) -> the rules; ``--llm SPEC`` or ``CONVOHUB_LLM_*`` -> that
+    model; otherwise the offline default measured on the hand-labelled set (measured once, cached under
+    the convohub cache) -- the output's ``labeller`` names it and ``labeller_choice`` says how well each did.
+    """
+    from convohub.llm import OFFLINE_SPEC, backend_from_env, make_backend
+    from convohub.wildfeedback.identify import IdentificationError, default_prompt_style, identify
     from convohub.wildfeedback.preferences import PreferenceError, summarise
 
     raw = json.loads(Path(args.conversation).read_text(encoding="utf-8") if args.conversation != "-"
                      else sys.stdin.read())
     turns = raw["turns"] if isinstance(raw, dict) else raw
-    backend = make_backend(args.llm) if args.llm else (backend_from_env() if not args.offline else None)
+    turns = [{"role": t["role"], "content": t["content"]} for t in turns]
+    choice: dict[str, Any] | None = None
+    if args.offline or args.llm == "rules":
+        backend = None
+    elif args.llm:
+        backend = make_backend(args.llm)
+    else:
+        backend = backend_from_env()
+        if backend is None:
+            print("no LLM configured: measuring the offline labellers on the hand-labelled set "
+                  f"(once; cached under {_label_cache()})", file=sys.stderr)
+            backend, args.prompt_style, comparison = offline_labeller(
+                make_backend(OFFLINE_SPEC, cache_dir=_label_cache() / "llm-cache"), _label_cache(),
+                log=lambda m: print(m, file=sys.stderr))
+            choice = {"chosen": comparison["chosen"], "choice_rule": comparison["choice_rule"],
+                      "agreement": {n: {"SAT_f1": round(a["SAT"]["f1"], 4), "DSAT_f1": round(a["DSAT"]["f1"], 4),
+                                        "mean_kappa": round(a["mean_kappa"], 4)}
+                                    for n, a in comparison["labellers"].items()}}
+            print(f"offline default: {comparison['chosen']} ({comparison['choice_rule']}: "
+                  + ", ".join(f"{n} {v['mean_kappa']:.3f}" for n, v in choice["agreement"].items()) + ")",
+                  file=sys.stderr)
+    style = args.prompt_style or (default_prompt_style(backend) if backend is not None else None)
+    # preference summaries: the model only with the full prompts; the summary prompt is one full prompt
+    # too, which a model that needs split labelling prompts cannot follow, so the rules write them (named)
+    summariser = backend if style == "full" else None
     try:
-        result = identify([{"role": t["role"], "content": t["content"]} for t in turns], backend)
-        summary = summarise(turns, result, backend) if result.dsat else []
+        result = identify(turns, backend, prompt_style=style, max_attempts=args.max_attempts)
+        summary = summarise(turns, result, summariser) if result.dsat else []
     except (IdentificationError, PreferenceError) as exc:
         print(f"error: {exc}", file=sys.stderr)
         return 1
-    print(json.dumps({**result.to_dict(), "preferences": summary}, ensure_ascii=False, indent=2))
+    out = {**result.to_dict(), "preferences": summary,
+           "preference_summariser": summariser.name if summariser is not None else "rules:preference-templates-v1"}
+    if choice is not None:
+        out["labeller_choice"] = choice
+    print(json.dumps(out, ensure_ascii=False, indent=2))
     return 0
 
 
@@ -153,8 +227,14 @@ def add_cli(subparsers: Any) -> argparse.ArgumentParser:
     sub = parser.add_subparsers(dest="wildfeedback_command", metavar="ACTION")
     label = sub.add_parser("label", help="label one conversation (JSON list of {role, content}, or '-')")
     label.add_argument("conversation", help="JSON file with [{role, content}, ...] or {'turns': [...]}; '-' = stdin")
-    label.add_argument("--llm", default=None, help="model spec (default: CONVOHUB_LLM_*; none = rule labeller)")
-    label.add_argument("--offline", action="store_true", help="use the rule labeller even if an LLM is configured")
+    label.add_argument("--llm", default=None,
+                       help="'rules' (the rule labeller) or a model spec (default: CONVOHUB_LLM_*, else the offline "
+                            "labeller that agreed better with the hand-labelled set)")
+    label.add_argument("--offline", action="store_true", help="same as --llm rules")
+    label.add_argument("--prompt-style", choices=("split", "full"), default=None,
+                       help="'split': one turn and one field per call (small models); 'full': the paper's single "
+                            "prompt (default: split for local models and SmolLM2, full for other endpoints)")
+    label.add_argument("--max-attempts", type=int, default=3, help="calls per question before giving up")
     label.set_defaults(handler=run_label)
     build = sub.add_parser("build", help="run the pipeline and write the dataset folder")
     build.add_argument("--out", type=Path, default=Path("hub_release"), help="local hub root (default: %(default)s)")

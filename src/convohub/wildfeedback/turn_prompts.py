@@ -1,0 +1,220 @@
+"""Step 1 of WildFeedback in calls a small model can follow ("split" prompts).
+
+The paper's single prompt (:mod:`convohub.wildfeedback.identify`, style ``"full"``) asks for seven fields of
+every turn as one JSON list; SmolLM2-135M-Instruct answers it with a JSON object or prose (measured: it
+fails after 3 attempts). Split into the smallest questions, each with a closed answer set:
+
+1. ``reaction`` -- one user turn T-k (k >= 2) with the AI reply just before it as context: is the user
+   satisfied, dissatisfied, or neither? Answered with one letter (A/B/C);
+2. ``sat_label`` / ``dsat_label`` -- only for a satisfied (dissatisfied) turn: the one SPUR label that fits
+   best, chosen from the closed list with its definition.
+
+T-1 has no previous AI reply, so it never gets a feedback label (as in the full prompt). The SPUR fields
+that carry no feedback signal (summary, state, preceding-turn relation, domain, intent) are filled by the
+rule labeller around the model's feedback labels (:func:`convohub.wildfeedback.rules.label_turns` with
+``feedback=``), and the labeller name says so. Answers are parsed leniently (a letter, a word, a label
+name anywhere in the text); an unparseable answer is retried with sampling (new seed) up to
+``max_attempts`` calls and then reported as a failure naming the turn and the question -- never guessed.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
+
+from convohub.llm import ChatBackend, ChatRequest, run_chat
+from convohub.wildfeedback.labels import (
+    DSAT_DEFINITIONS,
+    NA,
+    SAT_DEFINITIONS,
+    FeedbackResult,
+)
+from convohub.wildfeedback.rules import LABELLER_NAME, label_turns
+
+#: Characters of the AI reply and of the user message shown in one question; feedback sits in the
+#: user's words, the reply is only context.
+CONTEXT_CHARS = 300
+MESSAGE_CHARS = 400
+MAX_NEW_TOKENS = 8
+REACTIONS = {"A": "sat", "B": "dsat", "C": "none"}
+
+_SYSTEM = "You classify how a user reacts to an AI assistant's reply. Answer with one letter."
+_REACTION = """\
+AI reply: {ai}
+User message: {user}
+
+How does the user react to the AI reply?
+A. Satisfied: thanks, praise, agrees, or says it worked
+B. Dissatisfied: complains, corrects a mistake, or asks to change the reply
+C. Neither: asks something new or continues
+Answer with A, B or C."""
+_LABEL_SYSTEM = "You label user feedback. Answer with one label from the list."
+_LABEL = """\
+AI reply: {ai}
+User message: {user}
+
+The user is {mood} with the AI reply. Which label fits the user message best?
+{options}
+Answer with the label name only."""
+
+
+def labeller_name(backend: ChatBackend) -> str:
+    """What rows and cards record for this labeller: the model, the prompt style, and the rules' share."""
+    return f"{backend.name} (split prompts; other fields {LABELLER_NAME})"
+
+
+def _clip(text: str, limit: int) -> str:
+    flat = " ".join(text.split())
+    return flat if len(flat) <= limit else flat[:limit].rstrip() + " ..."
+
+
+def reaction_messages(ai: str, user: str) -> list[dict[str, str]]:
+    return [{"role": "system", "content": _SYSTEM},
+            {"role": "user", "content": _REACTION.format(ai=_clip(ai, CONTEXT_CHARS) or "(none)",
+                                                         user=_clip(user, MESSAGE_CHARS))}]
+
+
+def _choices(polarity: str) -> tuple[str, ...]:
+    table = SAT_DEFINITIONS if polarity == "sat" else DSAT_DEFINITIONS
+    return tuple(label for label in table if label != NA)
+
+
+def label_messages(ai: str, user: str, polarity: str) -> list[dict[str, str]]:
+    table = SAT_DEFINITIONS if polarity == "sat" else DSAT_DEFINITIONS
+    options = "\n".join(f"- {label}: {table[label]}" for label in _choices(polarity))
+    mood = "satisfied" if polarity == "sat" else "dissatisfied"
+    return [{"role": "system", "content": _LABEL_SYSTEM},
+            {"role": "user", "content": _LABEL.format(ai=_clip(ai, CONTEXT_CHARS) or "(none)",
+                                                      user=_clip(user, MESSAGE_CHARS), mood=mood,
+                                                      options=options)}]
+
+
+_WORDS = (("dissatisfied", "dsat"), ("unsatisfied", "dsat"), ("not satisfied", "dsat"), ("satisfied", "sat"),
+          ("neither", "none"), ("neutral", "none"))
+
+
+def parse_reaction(text: str | None) -> str | None:
+    """``"sat"``, ``"dsat"``, ``"none"``, or None when the answer names no option.
+
+    Accepted: a leading letter (``B``, ``B.``, ``(b)``, ``Answer: B``) or the option's word
+    (``Dissatisfied``), as small models answer either way.
+    """
+    if not text:
+        return None
+    t = text.strip()
+    m = re.match(r"^\W*(?:answer\s*(?:is)?\s*[:\-]?\s*)?\(?([ABC])\b", t, re.IGNORECASE)
+    if m:
+        return REACTIONS[m.group(1).upper()]
+    low = t.lower()
+    hits = [(low.find(word), value) for word, value in _WORDS if word in low]
+    return min(hits)[1] if hits else None
+
+
+def _label_key(text: str) -> str:
+    return re.sub(r"[\s_\-]+", " ", text).strip().lower()
+
+
+def parse_label(text: str | None, polarity: str) -> str | None:
+    """The first label of the closed list named in ``text`` (case, spaces and underscores ignored)."""
+    if not text:
+        return None
+    low = _label_key(text)
+    hits = []
+    for label in _choices(polarity):
+        m = re.search(rf"(?<!\w){re.escape(_label_key(label))}(?!\w)", low)
+        if m:
+            hits.append((m.start(), label))
+    return min(hits)[1] if hits else None
+
+
+def _request(messages: list[dict[str, str]], attempt: int) -> ChatRequest:
+    """Attempt 0 is greedy; a retry samples with its own seed, since a greedy retry repeats itself."""
+    params = {"temperature": 0.0} if attempt == 0 else {"temperature": 0.7, "seed": attempt}
+    return ChatRequest(messages=messages, max_new_tokens=MAX_NEW_TOKENS, **params)
+
+
+@dataclass
+class _Question:
+    conv: int
+    turn: int  # 1-based user-turn number (T-k)
+    field: str  # reaction | sat_label | dsat_label
+    messages: list[dict[str, str]]
+    answer: str | None = None
+    errors: list[str] = field(default_factory=list)
+
+
+def _ask(backend: ChatBackend, questions: list[_Question], max_attempts: int, progress: bool) -> None:
+    """Answer every question, re-asking only unparseable ones (bounded); sets ``answer`` or ``errors``."""
+    todo = list(questions)
+    for attempt in range(max_attempts):
+        if not todo:
+            return
+        responses = run_chat(backend, [_request(q.messages, attempt) for q in todo],
+                             desc=f"feedback labels, split prompts (try {attempt + 1})", progress=progress)
+        still = []
+        for q, response in zip(todo, responses, strict=True):
+            if not response.ok:
+                q.errors.append(f"request failed: {response.error}")
+            else:
+                value = (parse_reaction(response.text) if q.field == "reaction"
+                         else parse_label(response.text, q.field.split("_")[0]))
+                if value is not None:
+                    q.answer = value
+                    continue
+                q.errors.append(f"unparseable answer {response.text.strip()[:80]!r}")
+            still.append(q)
+        todo = still
+
+
+def user_turns_with_context(turns: Sequence[Mapping[str, str]]) -> list[tuple[str, str]]:
+    """(AI reply just before, user utterance) per user turn; "" when no AI reply precedes it."""
+    out = []
+    for i, turn in enumerate(turns):
+        if turn["role"] == "user":
+            prev = turns[i - 1] if i > 0 else None
+            out.append((prev["content"] if prev is not None and prev["role"] == "assistant" else "", turn["content"]))
+    return out
+
+
+@dataclass
+class SplitOutcome:
+    """One conversation: ``result`` when every question got a valid answer, else ``errors`` naming them."""
+
+    result: FeedbackResult | None
+    errors: list[str]
+    attempts: int
+
+
+def identify_split(conversations: Sequence[Sequence[Mapping[str, str]]], backend: ChatBackend, *,
+                   max_attempts: int = 3, progress: bool = True) -> list[SplitOutcome]:
+    """Label many conversations with the split prompts; all questions of a round go out as one batch."""
+    contexts = [user_turns_with_context(turns) for turns in conversations]
+    reactions = [_Question(c, k, "reaction", reaction_messages(ai, user))
+                 for c, ctx in enumerate(contexts) for k, (ai, user) in enumerate(ctx, 1) if k >= 2]
+    _ask(backend, reactions, max_attempts, progress)
+    labels = [_Question(q.conv, q.turn, f"{q.answer}_label",
+                        label_messages(*contexts[q.conv][q.turn - 1], q.answer))
+              for q in reactions if q.answer in ("sat", "dsat")]
+    _ask(backend, labels, max_attempts, progress)
+    by_conv: dict[int, list[_Question]] = {}
+    for q in reactions + labels:
+        by_conv.setdefault(q.conv, []).append(q)
+    name = labeller_name(backend)
+    out = []
+    for c, turns in enumerate(conversations):
+        asked = by_conv.get(c, [])
+        failed = [q for q in asked if q.answer is None]
+        attempts = max((len(q.errors) + (q.answer is not None) for q in asked), default=0)
+        if failed:
+            out.append(SplitOutcome(None, [f"T-{q.turn} {q.field}: no valid answer after {len(q.errors)} attempts "
+                                           f"({q.errors[-1]})" for q in failed], attempts))
+            continue
+        feedback: list[tuple[list[str], list[str]]] = [([NA], [NA]) for _ in contexts[c]]
+        for q in asked:
+            if q.field == "sat_label":
+                feedback[q.turn - 1] = ([q.answer], [NA])
+            elif q.field == "dsat_label":
+                feedback[q.turn - 1] = ([NA], [q.answer])
+        out.append(SplitOutcome(FeedbackResult(label_turns(turns, feedback=feedback), name), [], attempts))
+    return out
