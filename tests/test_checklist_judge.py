@@ -19,20 +19,28 @@ from _serving import served_fixture, tiny_causal_fixture  # noqa: F401  (pytest 
 
 from convohub.llm import ChatBackend, ChatRequest, ChatResponse
 from convohub.metrics.checklist_judge import (
+    LEXICAL_JUDGE,
     REWARD_FOR_A,
     VERDICTS,
+    LexicalChecklistJudge,
     PairJudgement,
     candidate_reward,
     checklist_judge,
+    judge_agreement,
+    judge_from_spec,
     judge_pairs,
     judge_prompt,
+    load_judge_gold,
+    parse_compact_verdict,
+    parse_rating,
     parse_verdict,
     resolve_judge,
     summarise_judgements,
 )
 
 REPO = Path(__file__).resolve().parents[1]
-KEYS = {"win", "tie", "lose", "mean_reward", "parse_failures", "n_judged"}
+RATES = {"win", "tie", "lose", "mean_reward", "parse_failures", "n_judged"}
+KEYS = RATES | {"judge", "prompt_style"}
 _RESPONSE_A = re.compile(r"<\|begin_of_response_A\|>\n(.*?)\n<\|end_of_response_A\|>", re.DOTALL)
 
 
@@ -137,7 +145,7 @@ def test_consistent_judge_maps_to_win_lose():
 
     scores, _ = _run(script)
     assert scores == {"win": 0.5, "tie": 0.25, "lose": 0.25, "mean_reward": (100 + 100 - 50 + 0) / 4,
-                      "parse_failures": 0, "n_judged": 4}
+                      "parse_failures": 0, "n_judged": 4, "judge": "scripted-judge", "prompt_style": "wb-reward"}
 
 
 def test_mixed_orders_are_averaged():
@@ -155,8 +163,8 @@ def test_mixed_orders_are_averaged():
 def test_position_bias_cancels(always: str):
     """A judge that only looks at the position gives every instance +r and -r: all ties, reward 0."""
     scores, _ = _run(lambda *_: _json_choice(always), n=3)
-    assert scores == {"win": 0.0, "tie": 1.0, "lose": 0.0, "mean_reward": 0.0, "parse_failures": 0,
-                      "n_judged": 3}
+    assert {k: scores[k] for k in RATES} == {"win": 0.0, "tie": 1.0, "lose": 0.0, "mean_reward": 0.0,
+                                             "parse_failures": 0, "n_judged": 3}
 
 
 def test_parse_failures_are_counted_not_tied():
@@ -169,8 +177,8 @@ def test_parse_failures_are_counted_not_tied():
         return _json_choice("A++" if cand_is_a else "B++")
 
     scores, _ = _run(script)
-    assert scores == {"win": 1.0, "tie": 0.0, "lose": 0.0, "mean_reward": 100.0, "parse_failures": 2,
-                      "n_judged": 2}
+    assert {k: scores[k] for k in RATES} == {"win": 1.0, "tie": 0.0, "lose": 0.0, "mean_reward": 100.0,
+                                             "parse_failures": 2, "n_judged": 2}
 
     nothing, _ = _run(lambda *_: "gibberish", n=2)
     assert nothing["parse_failures"] == 4 and nothing["n_judged"] == 0
@@ -244,14 +252,97 @@ def test_empty_input_and_judge_resolution(monkeypatch: pytest.MonkeyPatch):
     with pytest.raises(ValueError, match="at least one"):
         checklist_judge([], [], [], [], [], judge=ScriptedJudge(lambda *_: "A+"))
     monkeypatch.delenv("CONVOHUB_LLM_BASE_URL", raising=False)
-    with pytest.raises(ValueError, match="no judge configured"):
+    with pytest.raises(ValueError, match="no judge named: .*'smollm2'.*'lexical'"):
         resolve_judge()
+    with pytest.raises(ValueError, match="no judge named: pass --judge smollm2 .*--judge lexical"):
+        judge_from_spec(None)
+    assert isinstance(resolve_judge(judge_model="lexical"), LexicalChecklistJudge)
+    assert judge_from_spec(LEXICAL_JUDGE).model_id == LEXICAL_JUDGE
     with pytest.raises(ValueError, match="not both"):
         resolve_judge(ScriptedJudge(lambda *_: "A+"), judge_model="x")
     with pytest.raises(TypeError, match="ChatBackend"):
         resolve_judge(judge="gpt-4o")  # type: ignore[arg-type]
     endpoint = resolve_judge(judge_base_url="http://127.0.0.1:9/v1", judge_model="judge-model")
     assert endpoint.name == "endpoint:judge-model"
+
+
+# --- small-judge prompts: compact (pairwise, one word) and pointwise (one response, yes/no) ---------------
+
+@pytest.mark.parametrize(("text", "verdict"), [("A", "A+"), (" b.", "B+"), ("Tie", "A=B"), ("Answer A: x", "A+"),
+                                               ("The answer is A", None), ("", None)])
+def test_compact_answers(text: str, verdict: str | None):
+    assert parse_compact_verdict(text) == verdict
+
+
+@pytest.mark.parametrize(("text", "rating"), [("yes (log-odds +1.2500)", 1.25), ("no (log-odds -0.5)", -0.5),
+                                              ("Yes, it is.", 1.0), ("no", -1.0), ("maybe", None), (None, None)])
+def test_pointwise_ratings(text: str | None, rating: float | None):
+    assert parse_rating(text) == rating
+
+
+class RatingJudge(ChatBackend):
+    """Pointwise: rates a response by the number in it (``CAND-3`` -> 3), prompts recorded."""
+
+    kind = "scripted"
+    prompt_style = "pointwise"
+
+    def __init__(self) -> None:
+        self.prompts: list[str] = []
+
+    @property
+    def model_id(self) -> str:
+        return "rating-judge"
+
+    def chat(self, requests: Sequence[ChatRequest]) -> list[ChatResponse]:
+        out = []
+        for r in requests:
+            prompt = r.messages[-1]["content"]
+            self.prompts.append(prompt)
+            answer = re.search(r"Answer: (\w+)-(\d+)", prompt)
+            score = int(answer.group(2)) if answer else 0
+            out.append(ChatResponse(text=f"yes (log-odds {score:+.4f})" if answer else "???"))
+        return out
+
+
+def test_pointwise_judging_rates_each_response_once_and_compares():
+    judge = RatingJudge()
+    inputs = {"predictions": ["CAND-3", "CAND-1", "CAND-2", "garbled"], "references": ["REF-1", "REF-2", "REF-2", "REF-1"],
+              "histories": [[]] * 4, "queries": ["q"] * 4, "checklists": [["be short"]] * 4}
+    pairs = judge_pairs(**inputs, judge=judge)
+    assert [p.outcome for p in pairs] == ["win", "lose", "tie", None]
+    assert pairs[0].verdicts == ("A+", "B+") and pairs[1].rewards == (-50, -50)  # one verdict, both orders agree
+    assert len(judge.prompts) == 6  # REF-1, REF-2 rated once each (same context)
+    assert all("The user wants:\n- be short" in p and "yes or no" in p for p in judge.prompts)
+    scores = checklist_judge(**inputs, judge=judge, with_checklist=False)
+    assert scores["prompt_style"] == "pointwise" and scores["parse_failures"] == 2 and scores["n_judged"] == 3
+
+
+def test_judge_gold_set_and_lexical_agreement():
+    gold = load_judge_gold()
+    assert len(gold) >= 60 and len({g["id"] for g in gold}) == len(gold)
+    assert {g["better"] for g in gold} == {"A", "B"} and len({g["topic"] for g in gold}) >= 30
+    assert all(g["instruction"] and g["response_a"] != g["response_b"] for g in gold)
+    lexical = judge_agreement(LexicalChecklistJudge(), gold)
+    assert lexical["judge"] == LEXICAL_JUDGE and lexical["n"] == len(gold)
+    assert lexical["agree"] + lexical["ties"] + lexical["wrong"] + lexical["parse_failures"] == len(gold)
+
+
+@pytest.mark.slow
+def test_smollm2_judge_on_hand_labelled_items(tmp_path: Path):
+    """The offline judge for real: SmolLM2 rates three gold items pointwise by yes/no log-odds (the second
+    pass over the same items is answered from the cache)."""
+    from convohub.models import SMOLLM2_ID
+
+    gold = load_judge_gold()[:3]
+    judge = resolve_judge(judge_model="smollm2", cache_dir=tmp_path / "cache")
+    assert judge.model_id == SMOLLM2_ID and judge.identity()["method"] == "yes-no-log-odds"
+    pairs = judge_pairs([g["response_a"] for g in gold], [g["response_b"] for g in gold], [[]] * 3,
+                        [g["instruction"] for g in gold], [g["checklist"] for g in gold], judge)
+    assert all(p.judged for p in pairs)
+    assert all(re.fullmatch(r"(yes|no) \(log-odds [+-]\d+\.\d{4}\)", text) for p in pairs for text in p.raw)
+    result = judge_agreement(judge, gold)
+    assert result["judge"] == SMOLLM2_ID and result["prompt_style"] == "pointwise" and result["n"] == 3
+    assert result["parse_failures"] == 0
 
 
 # --- real models ---------------------------------------------------------------------------------------

@@ -267,6 +267,8 @@ def _tiny_causal() -> Path:
 
 
 def _score_ok(metric: str, key: str, value: object) -> bool:
+    if metric == "checklist_judge" and key in ("judge", "prompt_style"):  # every judged result names its judge
+        return isinstance(value, str) and bool(value)
     if metric not in SCORE_RANGES:
         return isinstance(value, float) and 0.0 <= value <= 1.0
     low, high = SCORE_RANGES[metric].get(key, (0.0, 1.0))

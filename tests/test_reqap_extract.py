@@ -186,6 +186,8 @@ def test_tiny_training_end_to_end(dataset_dir, tmp_path) -> None:
 
     evaluated = extract_model.evaluate(out, dataset_dir, "test", max_pairs=8)
     assert evaluated["split"] == "test" and evaluated["pairs"] == 8
+    # evaluation derives pairs with the run's own settings: the CLI override, not the recipe's 40
+    assert evaluated["pair_settings"]["max_events_per_source"] == 5 and evaluated["pair_settings"]["seed"] == 0
     card_dir = extract_model.publish(HubTarget(tmp_path / "hub"), "tiny", out, evaluated,
                                      ROOT / "training" / "reqap_extract" / "tiny.yaml")
     card = (card_dir / "README.md").read_text()

@@ -270,17 +270,21 @@ def test_icl_decomposer_against_transformers_serve(served: tuple[str, str], exam
 
 
 # -- tiny SFT end to end ----------------------------------------------------------------------------------------
+#: The tiny recipe starts from SmolLM2; plumbing tests override it with the random data-built tiny Llama.
+PLUMBING = ("--model_name_or_path", "convohub-tiny:causal", "--use_peft", "false", "--train_tokenizer_on_data",
+            "true", "--grammar_tokens", "true", "--max_train_pairs", "48", "--max_steps", "-1",
+            "--num_train_epochs", "1", "--tokenizer_vocab_size", "512", "--max_input_tokens", "200",
+            "--max_length", "256", "--max_new_tokens", "40", "--tiny_hidden_size", "64", "--tiny_layers", "2",
+            "--learning_rate", "2e-3")
+
+
 @pytest.fixture(scope="module")
 def sft_model(dataset_dir, tmp_path_factory) -> Path:
-    from convohub.cli import load_script
+    """Trained the way the release trains it: the script launched under accelerate (qud_model.train)."""
+    from convohub.reqap import qud_model
 
-    out = tmp_path_factory.mktemp("qud-sft")
-    load_script(SCRIPT).main([
-        "--config", str(ROOT / "training" / "reqap_qud" / "tiny.yaml"), "--dataset_path", str(dataset_dir),
-        "--output_dir", str(out), "--max_train_pairs", "48", "--num_train_epochs", "1",
-        "--tokenizer_vocab_size", "512", "--max_input_tokens", "200", "--max_length", "256",
-        "--max_new_tokens", "40", "--tiny_hidden_size", "64", "--tiny_layers", "2"])
-    return out
+    out = tmp_path_factory.mktemp("qud-sft") / "model"
+    return qud_model.train(ROOT, "tiny", dataset_dir, out, 0, extra=PLUMBING)
 
 
 def test_sft_prompts_are_tokenized_alike_in_training_and_inference(sft_model) -> None:
@@ -306,8 +310,15 @@ def test_sft_prompts_are_tokenized_alike_in_training_and_inference(sft_model) ->
 
 
 def test_tiny_sft_model_drives_the_same_recursion(sft_model) -> None:
+    from convohub.training.runs import saved_arguments
+
     results = json.loads((sft_model / "eval_results.json").read_text())
     assert results["train_pairs"] == 48 and results["data"]["source"] == OFFLINE_SOURCE
+    assert results["peft"] is None and results["optimizer_steps"] == 6  # 48 pairs / batch 8, 1 epoch
+    saved = saved_arguments(sft_model)  # the run's resolved arguments: recipe + the CLI overrides
+    assert saved["script"]["max_input_tokens"] == 200 and saved["model"]["model_name_or_path"] == "convohub-tiny:causal"
+    assert saved["training"]["seed"] == 0 and saved["training"]["output_dir"] == str(sft_model)
+    assert (sft_model.parent / "model.log").is_file()  # run_recipe keeps the launch log beside the folder
     assert json.loads((sft_model / "qud_config.json").read_text()) == {"max_input_tokens": 200,
                                                                       "max_new_tokens": 40}
     dec = SFTDecomposer(sft_model, device="cpu", max_trees=3)
@@ -320,32 +331,79 @@ def test_tiny_sft_model_drives_the_same_recursion(sft_model) -> None:
 
 def test_evaluate_and_card_report_measured_numbers(sft_model, dataset_dir, tmp_path) -> None:
     from convohub.reqap import qud_model
-    from convohub.reqap.gold_trees import gold_tree
+    from convohub.reqap.qud_data import gold_steps
 
-    results = qud_model.evaluate(sft_model, dataset_dir, "test", max_questions=4, max_trees=2)
-    assert {"hit@1", "rlx_hit@1", "rlx_hit@1_20", "tree_exact_match", "parse_rate", "tree_rate",
-            "questions", "questions_with_gold_tree", "decomposer_stats"} <= set(results)
+    results = qud_model.evaluate_with_base(sft_model, dataset_dir, "test", max_questions=4, max_trees=2)
+    assert {"hit@1", "rlx_hit@1", "rlx_hit@1_20", "tree_exact_match", "step_exact_match", "first_step_exact_match",
+            "parse_rate", "tree_rate", "questions", "questions_with_gold_tree", "gold_steps",
+            "decomposer_stats", "generation_seconds"} <= set(results)
     assert results["questions"] == 4 and 0 <= results["parse_rate"] <= 1
+    assert results["before"] is None  # the data-built random base is not kept: nothing to compare with
+    assert results["training"]["train_pairs"] == 48
 
-    # the measurement can score: a decomposer that returns the gold trees matches them exactly
-    questions = {q["question"]: q for q in load_questions(dataset_dir, "test")}
-
-    class Gold(Plain):
-        def candidates(self, question):
-            tree = gold_tree(questions[question])
-            if tree:
-                yield tree
-
-    oracle = qud_model.evaluate(None, dataset_dir, "test", max_questions=None,
-                                decomposer=Gold(Scripted(lambda q, i: "")))
+    # the measurement can score: a recursion answering with the gold steps reproduces every gold step and
+    # tree, and batched prefetching leaves nothing for the per-question answers to generate
+    questions = load_questions(dataset_dir, "test")
+    step_of = {inp: out for q in questions for _, inp, out in gold_steps(q) or ()}
+    backend = Scripted(lambda q, i: step_of.get(q, "no step"))
+    oracle = qud_model.evaluate(None, dataset_dir, "test", max_questions=None, decomposer=Plain(backend))
     assert oracle["questions_with_gold_tree"] > 0 and oracle["tree_exact_match"] == 1.0
-    assert oracle["hit@1"] > 0
+    assert oracle["step_exact_match"] == oracle["first_step_exact_match"] == 1.0 and oracle["hit@1"] > 0
+    assert oracle["decomposer_stats"]["llm_calls"] == len(backend.requests)
 
     recipe = qud_model.recipe_path(ROOT, "tiny")
+    results["before"] = {**results, "hit@1": 0.0, "generation_seconds": 1.0}  # the card's before column
     folder = qud_model.publish(HubTarget(tmp_path / "hub"), "tiny", sft_model, results, recipe)
     meta, body = read_card(folder / "README.md")
-    metrics = {r["metrics"][0]["type"]: r["metrics"][0]["value"] for r in meta["model-index"][0]["results"]}
-    assert metrics["hit@1"] == results["hit@1"] and metrics["exact_match"] == results["tree_exact_match"]
-    assert metrics["rlx_hit@1"] == results["rlx_hit@1"]
-    assert OFFLINE_SOURCE in body and meta["license"] == "mit"
+    metrics = {r["metrics"][0]["name"]: r["metrics"][0]["value"] for r in meta["model-index"][0]["results"]}
+    assert metrics["Hit@1"] == results["hit@1"] and metrics["Tree exact match"] == results["tree_exact_match"]
+    assert metrics["Rlx-Hit@1"] == results["rlx_hit@1"] and metrics["Step exact match"] == results["step_exact_match"]
+    assert OFFLINE_SOURCE in body and meta["license"] == "mit" and "base_model" not in meta
+    assert "| base model (no training) | trained |" in body and "6 optimiser steps" in body
+    assert not (folder / "training_args.json").exists()  # local paths of the run stay out of the repo
     assert qud_model.model_name("paper").startswith("Llama") and qud_model.model_name("paper_l").startswith("Llama")
+
+
+def test_prefetch_generates_level_by_level_in_batches(examples) -> None:
+    ex = next(e for e in examples if "JOIN" in e.tree)
+    calls: list[int] = []
+
+    class Counting(Scripted):
+        def chat(self, requests):
+            calls.append(len(requests))
+            return super().chat(requests)
+
+    dec = Plain(Counting(lambda q, i: ex.step_map.get(q, "no step")))
+    other = "How many naps did I take?"
+    generated = dec.prefetch([ex.question, other, ex.question])
+    depth = max(len(chain) for chain, _, _ in ex.chains) + 1
+    assert len(calls) == depth and calls[0] == 2  # one batched call per level; the root level holds both
+    assert generated == sum(calls) == len(ex.step_map) + 1
+    assert list(dec.candidates(ex.question)) == [ex.tree] and list(dec.candidates(other)) == []
+    assert len(calls) == depth  # answering afterwards only reads the memo
+    assert dec.proposed((), ex.question) == [ex.step_map[ex.question]] and dec.proposed((), "never asked") is None
+
+
+@pytest.mark.slow
+def test_qud_trains_from_smollm2_and_publishes_merged_weights(dataset_dir, tmp_path) -> None:
+    """The real recipe (SmolLM2 + LoRA), cut to 1 step on 2 pairs, launched like the release launches it;
+    the folder loads as a plain causal LM whose weights moved away from the base."""
+    import torch
+    from transformers import AutoModelForCausalLM
+
+    from convohub.models import smollm2_path
+    from convohub.reqap import qud_model
+
+    out = qud_model.train(ROOT, "tiny", dataset_dir, tmp_path / "qud", 0,
+                          extra=("--max_train_pairs", "2", "--max_steps", "1", "--per_device_train_batch_size", "2",
+                                 "--warmup_steps", "0"))
+    assert not (out / "adapter_config.json").exists()  # merged, not an adapter
+    results = json.loads((out / "eval_results.json").read_text())
+    assert results["optimizer_steps"] == 1 and results["peft"]["lora_r"] == 16 and results["base_model"] == "smollm2"
+    assert qud_model.base_model_path(out) == str(smollm2_path())
+    trained = AutoModelForCausalLM.from_pretrained(out)
+    base = AutoModelForCausalLM.from_pretrained(smollm2_path())
+    name = "model.layers.0.self_attn.q_proj.weight"
+    assert trained.state_dict()[name].shape == base.state_dict()[name].shape
+    assert not torch.equal(trained.state_dict()[name], base.state_dict()[name])
+    assert trained.generation_config.do_sample is False and trained.generation_config.max_new_tokens == 80

@@ -10,7 +10,6 @@ from datetime import date
 from pathlib import Path
 
 import pytest
-import yaml
 
 from convohub.hub import HubTarget, read_card
 from convohub.perqa import PerQAConfig, build_perqa, generate_perqa
@@ -211,24 +210,25 @@ def test_retrieve_queries_of_gold_trees(data) -> None:
 # -- tiny training end to end, evaluation, card ----------------------------------------------------------------
 @pytest.fixture(scope="module")
 def trained(dataset_dir, tmp_path_factory):
-    """Both models trained with their tiny recipes (pattern threshold lowered for this 6-month PerQA)."""
+    """Both models trained with their tiny recipes, launched like the release launches them, with CLI
+    overrides (pattern threshold lowered for this 6-month PerQA) that evaluation must see."""
     from convohub.reqap import retrieve_model
 
     tmp = tmp_path_factory.mktemp("retrieve")
     out = {}
-    for task, extra in (("patterns", {}), ("events", {"max_length": 64})):
-        recipe = yaml.safe_load(retrieve_model.recipe_path(ROOT, "tiny", task).read_text())
-        recipe.update(pattern_threshold=20, max_train_examples=48, max_eval_examples=32, **extra)
-        path = tmp / f"{task}.yaml"
-        path.write_text(yaml.safe_dump(recipe))
-        model_dir = retrieve_model.train(ROOT, "tiny", dataset_dir, tmp / task, 0, task, recipe=path)
-        out[task] = (model_dir, path, json.loads((model_dir / "eval_results.json").read_text()))
+    for task, extra in (("patterns", ()), ("events", ("--max_length", "64"))):
+        overrides = ("--pattern_threshold", "20", "--max_train_examples", "48", "--max_eval_examples", "32", *extra)
+        model_dir = retrieve_model.train(ROOT, "tiny", dataset_dir, tmp / task, 0, task, extra=overrides)
+        recipe = retrieve_model.recipe_path(ROOT, "tiny", task)
+        out[task] = (model_dir, recipe, json.loads((model_dir / "eval_results.json").read_text()))
     return out
 
 
 def test_trained_models_load_with_their_labels(trained) -> None:
     from sentence_transformers.cross_encoder import CrossEncoder
     from transformers import AutoModelForSequenceClassification
+
+    from convohub.training.runs import saved_arguments
 
     for task, labels in (("events", EVENT_LABELS), ("patterns", PATTERN_LABELS)):
         model_dir, _, results = trained[task]
@@ -240,6 +240,8 @@ def test_trained_models_load_with_their_labels(trained) -> None:
         assert results["accuracy_before"] == results["before"]["accuracy"] and results["train_examples"] == 48
         assert 0.0 <= results["accuracy_after"] <= 1.0 and results["after"]["examples"] > 0
         assert results["task"] == task and results["data_train"]["calls_used"] > 0
+        saved = saved_arguments(model_dir)  # launched under accelerate; the run's resolved arguments
+        assert saved["script"]["pattern_threshold"] == 20 and saved["training"]["output_dir"] == str(model_dir)
     assert trained["events"][2]["max_length"] == 64
 
 
@@ -247,7 +249,7 @@ def test_evaluate_and_card(trained, dataset_dir, tmp_path) -> None:
     from convohub.reqap import retrieve_model
 
     events_dir, recipe, _ = trained["events"]
-    results = retrieve_model.evaluate(events_dir, dataset_dir, "test", task="events", recipe=recipe,
+    results = retrieve_model.evaluate(events_dir, dataset_dir, "test", task="events",
                                       pattern_model_dir=trained["patterns"][0], max_examples=24, max_calls=3,
                                       max_classified=8)
     json.dumps(results)  # the release writes it as JSON
@@ -268,7 +270,7 @@ def test_evaluate_and_card(trained, dataset_dir, tmp_path) -> None:
 
     assert dict(CrossEncoder(str(card_dir)).config.id2label) == EVENT_LABELS
     patterns = retrieve_model.evaluate(trained["patterns"][0], dataset_dir, "test", task="patterns",
-                                       recipe=trained["patterns"][1], max_examples=20)
+                                       max_examples=20)
     assert "retrieval" not in patterns and patterns["labels"] == PATTERN_LABELS
 
 

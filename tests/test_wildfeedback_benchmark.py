@@ -1,5 +1,5 @@
 """`convohub evaluate wildfeedback SUBMISSION.jsonl`: a leaderboard submission of responses to the test prompts
-is judged against the test set's expert responses (offline: the lexical checklist judge)."""
+is judged against the test set's expert responses by a judge the user names (--judge), never a silent one."""
 
 from __future__ import annotations
 
@@ -39,14 +39,19 @@ def test_scores_against_the_expert_responses(dataset: Path, tmp_path: Path, monk
     assert rows
     same = _submit(tmp_path / "same.jsonl", rows, lambda r: r["chosen"])
     out = tmp_path / "index.json"
-    assert main(["evaluate", "wildfeedback", str(same), "--dataset", str(dataset), "--model-index", str(out)]) == 0
+    lexical = ["--judge", "lexical"]
+    assert main(["evaluate", "wildfeedback", str(same), "--dataset", str(dataset), "--model-index", str(out),
+                 *lexical]) == 0
     printed = capsys.readouterr().out
     assert re.search(r"checklist_tie +1\.0000", printed) and "convohub-lexical-judge" in printed
-    metrics = {m["type"]: m["value"] for m in json.loads(out.read_text())[0]["metrics"]}
+    entries = {m["type"]: m for m in json.loads(out.read_text())[0]["metrics"]}
+    metrics = {k: m["value"] for k, m in entries.items()}
     assert metrics["checklist_tie"] == 1.0 and metrics["no_checklist_n_judged"] == len(rows)
+    assert entries["checklist_win"]["name"] == "checklist_win (judge: convohub-lexical-judge)"
 
     empty = _submit(tmp_path / "empty.jsonl", rows, lambda r: None)
-    assert main(["evaluate", "wildfeedback", str(empty), "--dataset", str(dataset), "--model-index", str(out)]) == 0
+    assert main(["evaluate", "wildfeedback", str(empty), "--dataset", str(dataset), "--model-index", str(out),
+                 *lexical]) == 0
     metrics = {m["type"]: m["value"] for m in json.loads(out.read_text())[0]["metrics"]}
     assert metrics["checklist_lose"] == 1.0 and metrics["checklist_mean_reward"] < 0
 
@@ -54,5 +59,30 @@ def test_scores_against_the_expert_responses(dataset: Path, tmp_path: Path, monk
 def test_missing_rows_are_rejected(dataset: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
     rows = _test_rows(dataset)
     partial = _submit(tmp_path / "partial.jsonl", rows[:-1], lambda r: r["chosen"])
-    assert main(["evaluate", "wildfeedback", str(partial), "--dataset", str(dataset)]) == 2
+    assert main(["evaluate", "wildfeedback", str(partial), "--dataset", str(dataset), "--judge", "lexical"]) == 2
     assert rows[-1]["id"] in capsys.readouterr().err
+
+
+def test_refuses_to_score_without_a_named_judge(dataset: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch,
+                                               capsys: pytest.CaptureFixture[str]) -> None:
+    monkeypatch.delenv("CONVOHUB_LLM_BASE_URL", raising=False)
+    same = _submit(tmp_path / "same.jsonl", _test_rows(dataset), lambda r: r["chosen"])
+    out = tmp_path / "index.json"
+    assert main(["evaluate", "wildfeedback", str(same), "--dataset", str(dataset), "--model-index", str(out)]) == 2
+    err = capsys.readouterr().err
+    assert "wildfeedback is scored by an LLM judge: no judge named" in err
+    assert all(option in err for option in ("--judge smollm2", "--judge lexical", "--judge http://",
+                                            "CONVOHUB_LLM_BASE_URL"))
+    assert not out.exists()
+    # the same choice behaves the same in the library and the evaluate module
+    from convohub.metrics.checklist_judge import checklist_judge
+
+    row = _test_rows(dataset)[0]
+    kwargs = {"predictions": [row["chosen"]], "references": [row["rejected"]], "histories": [row["prompt"][:-1]],
+              "queries": [row["prompt"][-1]["content"]], "checklists": [row["preferences"]]}
+    import evaluate
+
+    module = evaluate.load(str(Path(__file__).resolve().parents[1] / "evaluation" / "checklist_judge"))
+    assert module.compute(**kwargs, judge_model="lexical") == checklist_judge(**kwargs, judge_model="lexical")
+    with pytest.raises(ValueError, match="no judge named"):
+        module.compute(**kwargs)

@@ -12,7 +12,7 @@ import datasets
 import pytest
 
 from convohub.hub import HubTarget
-from convohub.llm import ChatBackend, ChatRequest, ChatResponse
+from convohub.llm import CachedBackend, ChatBackend, ChatRequest, ChatResponse
 from convohub.paths import repo_root
 from convohub.wildfeedback import FeedbackResult, identify, summarise
 from convohub.wildfeedback.agreement import (
@@ -24,7 +24,12 @@ from convohub.wildfeedback.agreement import (
     reference_kind,
 )
 from convohub.wildfeedback.dataset import build_from_pipeline, build_from_source, sample_conversations
-from convohub.wildfeedback.identify import IdentificationError, labelling_prompt, parse_labelling
+from convohub.wildfeedback.identify import (
+    IdentificationError,
+    default_prompt_style,
+    labelling_prompt,
+    parse_labelling,
+)
 from convohub.wildfeedback.labels import (
     DSAT_LABELS,
     SAT_LABELS,
@@ -36,7 +41,13 @@ from convohub.wildfeedback.pipeline import PAIR_COLUMNS, Settings, run_pipeline
 from convohub.wildfeedback.rules import label_turns
 from convohub.wildfeedback.source import SourceFormatError, iter_json_records
 from convohub.wildfeedback.split import is_test_user
-from convohub.wildfeedback.turn_prompts import identify_split, parse_label, parse_reaction
+from convohub.wildfeedback.turn_prompts import (
+    DSAT_GLOSSES,
+    SAT_GLOSSES,
+    identify_split,
+    parse_label,
+    parse_reaction,
+)
 
 CONV = [
     {"role": "user", "content": "What is the capital of Australia?"},
@@ -157,7 +168,7 @@ class Scripted(ChatBackend):
     def chat(self, requests: Sequence[ChatRequest]) -> list[ChatResponse]:
         out = []
         for r in requests:
-            prompt = r.messages[-1]["content"]
+            prompt = "\n".join(m["content"] for m in r.messages)
             out.append(ChatResponse(text=self.answer(prompt, self.asked[prompt])))
             self.asked[prompt] += 1
         return out
@@ -173,16 +184,17 @@ def test_split_reaction_parser(answer: str, expected: str | None) -> None:
 
 
 def test_split_label_parser() -> None:
+    assert set(SAT_GLOSSES) | {"N/A"} == set(SAT_LABELS) and set(DSAT_GLOSSES) | {"N/A"} == set(DSAT_LABELS)
     assert parse_label("Factual Error", "dsat") == "Factual_Error"
     assert parse_label("The best label is getting_there.", "sat") == "Getting_There"
     assert parse_label("Style, then Revision", "dsat") == "Style"
     assert parse_label("Gratitude", "dsat") is None and parse_label("N/A", "sat") is None
 
 
-def test_split_labelling_retries_then_names_the_turn() -> None:
+def test_split_labelling_retries_then_names_the_turn(tmp_path: Path) -> None:
     def answer(prompt: str, before: int) -> str:
-        if "Which label" in prompt:
-            return "Factual Error" if "dissatisfied" in prompt else "the label is Praise"
+        if "Label the user's message" in prompt:
+            return "Factual Error" if "Factual_Error: says" in prompt else "the label is Praise"
         if "that's wrong" in prompt:
             return "B. Dissatisfied"
         return '{"T-3": "sat"}' if before == 0 else "A"  # the first answer is unusable: retried
@@ -195,9 +207,14 @@ def test_split_labelling_retries_then_names_the_turn() -> None:
     assert [t.satisfaction for t in result.turns] == [["N/A"], ["N/A"], ["Praise"]]
     assert [t.state for t in result.turns] == ["NEWTOPIC", "FEEDBACK", "FEEDBACK"]
     assert sum(backend.asked.values()) == 5  # 2 reactions + 1 retry + 2 labels; T-1 is never asked
-    broken = Scripted(lambda prompt, _: "I think so" if "that's wrong" in prompt else "A")
-    with pytest.raises(IdentificationError, match=r"T-2 reaction: no valid answer after 2 attempts"):
-        identify(CONV, broken, prompt_style="split", max_attempts=2)
+    assert default_prompt_style(backend) == "full"  # an unknown endpoint-like model gets the paper's prompt
+    backend.kind = "local"
+    assert default_prompt_style(CachedBackend(backend, tmp_path)) == "split"  # local models, through a cache too
+    broken = Scripted(lambda prompt, _: "I think so" if "that's wrong" in prompt
+                      else "Praise" if "Label the user" in prompt else "A")
+    with pytest.raises(IdentificationError, match=r"T-2 reaction: no valid answer after 6 attempts"):
+        identify(CONV, broken, prompt_style="split", max_attempts=2)  # bounded: at least MIN_ATTEMPTS calls
+    assert sum(broken.asked.values()) == 6 + 1 + 1  # six for T-2, T-3's reaction and its label once each
 
 
 def test_label_cli_with_rules_names_the_rules(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:

@@ -47,6 +47,36 @@ def test_paper_recipes_carry_the_papers_hyperparameters(name: str, model: str) -
         assert script.learning_rate_grid == [5e-7, 2e-7, 1e-7] and script.validation_fraction > 0
 
 
+def test_tiny_recipes_lora_on_smollm2_within_budget() -> None:
+    """The release's recipes: SmolLM2 + LoRA r16, capped pairs, no bf16/checkpointing on CPU; DPO starts
+    from the SFT output (its reference, with the adapter disabled)."""
+    from peft import LoraConfig
+
+    for folder, cap in ((SFT, 128), (DPO, 64)):
+        script, args, model_args = _parse(folder, "tiny.yaml")
+        assert isinstance(al.lora_config(model_args), LoraConfig) and model_args.lora_r == 16
+        assert script.max_train_samples == cap and script.variant is None
+        assert (args.bf16, args.activation_checkpointing, args.use_cpu) == (False, False, True)
+    assert _parse(SFT, "tiny.yaml")[2].model_name_or_path == "smollm2"
+    assert _parse(DPO, "tiny.yaml")[2].model_name_or_path == _parse(SFT, "tiny.yaml")[1].output_dir
+
+
+def test_variant_selects_rows_and_names_the_ones_present() -> None:
+    import datasets
+
+    rows = fixture_rows(n_users=3)
+    policy = "on_policy:HuggingFaceTB/SmolLM2-135M-Instruct"
+    mixed = datasets.Dataset.from_list([{**r, "variant": policy if i % 2 else "expert"}
+                                        for i, r in enumerate(rows)])
+    for name in ("on_policy", policy):
+        on_policy = al.select_variant(mixed, name, "fixture")
+        assert len(on_policy) == len(rows) // 2 and set(on_policy["variant"]) == {policy}
+    assert al.select_variant(mixed, None, "fixture") is mixed
+    with pytest.raises(ValueError, match=r"fixture: no training rows of variant 'on_pol'; variants present: "
+                                         r"\['expert', 'on_policy:HuggingFaceTB/SmolLM2-135M-Instruct'\]"):
+        al.select_variant(mixed, "on_pol", "fixture")
+
+
 def test_qlora_recipe_builds_bitsandbytes_and_lora_configs() -> None:
     from peft import LoraConfig
     from transformers import BitsAndBytesConfig
@@ -169,11 +199,18 @@ def test_lr_grid_keeps_the_best_non_collapsed_run(tmp_path: Path) -> None:
 
 
 # ----------------------------------------------------------------------------------------- end to end
+#: Plumbing runs swap SmolLM2 + LoRA for the random tiny model, fully fine-tuned (seconds on CPU).
+PLUMBING = ["--use_peft", "false", "--max_train_samples", "64"]
+
+
 @pytest.fixture(scope="module")
 def trained(tmp_path_factory: pytest.TempPathFactory) -> dict:
     root = tmp_path_factory.mktemp("wf")
     dataset = write_fixture_dataset(root / "hub")
-    dpo_dir = al.train(ROOT, "tiny", dataset, root / "run", seed=0)
+    dpo_dir = al.train(ROOT, "tiny", dataset, root / "run", seed=0, variant="expert",
+                       sft_args=["--model_name_or_path", "convohub-tiny:causal", "--learning_rate", "3e-3",
+                                 "--num_train_epochs", "2", *PLUMBING],
+                       dpo_args=["--learning_rate", "1e-3", *PLUMBING])
     return {"root": root, "dataset": dataset, "sft": root / "run" / "sft", "dpo": dpo_dir}
 
 
@@ -187,6 +224,8 @@ def test_tiny_sft_then_dpo_trains_and_loads(trained: dict) -> None:
     assert dpo["reference_model"] == str(trained["sft"]) and dpo["beta"] == 0.1 and dpo["loss_type"] == ["sigmoid"]
     assert dpo["loss_first"] == pytest.approx(math.log(2), abs=1e-3)  # policy == reference at step 0
     assert "reward_margin_last" in dpo and dpo["data"]["variants"] == {"expert": dpo["train_pairs"]}
+    assert sft["variant"] == dpo["variant"] == "expert" and dpo["lora"] is None and dpo["train_seconds"] > 0
+    assert (trained["root"] / "run" / "sft.log").is_file()  # each stage ran as an `accelerate launch` subprocess
     models = {k: AutoModelForCausalLM.from_pretrained(trained[k]) for k in ("sft", "dpo")}
     AutoTokenizer.from_pretrained(trained["dpo"])
     changed = any(not torch.equal(a, b) for a, b in zip(models["sft"].parameters(), models["dpo"].parameters(),
@@ -201,7 +240,8 @@ def test_dpo_reference_is_the_sft_model(trained: dict, tmp_path: Path) -> None:
     script = load_script(DPO / "train_wildfeedback_dpo.py")
     args = script.make_parser().parse_args_and_config(
         ["--config", str(DPO / "tiny.yaml"), "--dataset_path", str(trained["dataset"]), "--output_dir",
-         str(tmp_path / "dpo"), "--model_name_or_path", str(trained["sft"])], fail_with_unknown_args=True)
+         str(tmp_path / "dpo"), "--model_name_or_path", str(trained["sft"]), "--use_peft", "false"],
+        fail_with_unknown_args=True)
     trainer, _, extra = al.build_dpo_trainer(*args)
     sft = AutoModelForCausalLM.from_pretrained(trained["sft"])
     ref = trainer.ref_model
@@ -209,6 +249,27 @@ def test_dpo_reference_is_the_sft_model(trained: dict, tmp_path: Path) -> None:
     for (name, a), b in zip(ref.named_parameters(), sft.parameters(), strict=True):
         assert torch.equal(a.detach().cpu(), b), name
         assert not a.requires_grad, name
+
+
+def test_lora_dpo_reference_is_the_sft_model_with_the_adapter_disabled(trained: dict, tmp_path: Path) -> None:
+    """With LoRA the policy is a fresh adapter on the SFT weights and the reference is the adapter-disabled
+    model, i.e. exactly the SFT model (no second copy)."""
+    import torch
+    from transformers import AutoModelForCausalLM
+
+    script = load_script(DPO / "train_wildfeedback_dpo.py")
+    args = script.make_parser().parse_args_and_config(
+        ["--config", str(DPO / "tiny.yaml"), "--dataset_path", str(trained["dataset"]), "--output_dir",
+         str(tmp_path / "dpo"), "--model_name_or_path", str(trained["sft"]), "--max_train_samples", "8"],
+        fail_with_unknown_args=True)
+    trainer, _, extra = al.build_dpo_trainer(*args)
+    assert trainer.ref_model is None and extra["lora"]["r"] == 16 and "adapter disabled" in extra["reference"]
+    ids = torch.tensor([[1, 5, 9, 3]])
+    with torch.no_grad(), trainer.model.disable_adapter():
+        reference = trainer.model(input_ids=ids).logits
+    sft = AutoModelForCausalLM.from_pretrained(trained["sft"])
+    with torch.no_grad():
+        assert torch.allclose(reference, sft(input_ids=ids).logits, atol=1e-5)
 
 
 def test_evaluate_cli_and_card_report_measured_numbers(trained: dict, tmp_path: Path,
@@ -227,27 +288,37 @@ def test_evaluate_cli_and_card_report_measured_numbers(trained: dict, tmp_path: 
     assert "checklist" in printed and "no checklist" in printed and "plumbing" in printed
     results = json.loads(out.read_text())
     assert results["n"] == 6 and results["judge"] == "convohub-lexical-judge"
+    [comparison] = results["comparisons"].values()
     for key in ("with_checklist", "without_checklist"):
-        r = results[key]
+        r = comparison[key]
         assert r["n_judged"] == 6 and r["parse_failures"] == 0  # the lexical judge always answers
     bad = parser.parse_args(["evaluate", "--model", "m", "--baseline", "b", "--dataset", str(tmp_path / "none"),
                              "--judge-model", "lexical"])
     assert bad.handler(bad) == 2
+    nameless = parser.parse_args(["evaluate", "--model", "m", "--baseline", "b", "--dataset", str(trained["dataset"])])
+    assert nameless.handler(nameless) == 2 and "no judge named" in capsys.readouterr().err
 
-    results |= {"sft": al.read_results(trained["sft"]), "dpo": al.read_results(trained["dpo"])}
+    results["comparisons"] = {"sft": {**comparison, "baseline": str(trained["sft"])},
+                              "base": {**comparison, "baseline": "convohub-tiny:causal"}}
+    results |= {"sft": al.read_results(trained["sft"]), "dpo": al.read_results(trained["dpo"]),
+                "judge_agreement": {"judge": {"judge": "convohub-lexical-judge", "prompt_style": "wb-reward", "n": 64,
+                                              "agree": 13, "ties": 42, "wrong": 9, "parse_failures": 0}}}
     card_dir = al.publish(HubTarget(root=tmp_path / "hub"), "tiny", trained["dpo"], results,
                           DPO / "tiny.yaml")
     meta, body = read_card(card_dir / "README.md")
     assert (card_dir / "config.json").is_file() and not (card_dir / al.RESULTS_FILE).exists()
-    wc = results["with_checklist"]
-    row = (f"| with checklist | {100 * wc['win']:.1f} | {100 * wc['tie']:.1f} | {100 * wc['lose']:.1f} | "
+    wc = comparison["with_checklist"]
+    row = (f"| {100 * wc['win']:.1f} | {100 * wc['tie']:.1f} | {100 * wc['lose']:.1f} | "
            f"{wc['mean_reward']:.1f} | {wc['n_judged']} | {wc['parse_failures']} |")
-    assert row in body
-    assert "Plumbing check, not a quality claim" in body and "`expert`" in body
+    assert f"| SFT model (stage 1) (`sft`) | with checklist {row}" in body
+    assert "`convohub-lexical-judge`: 13/64 (42 ties, 9 wrong, 0 unparsed; wb-reward prompt)" in body
+    assert "plumbing check, not a quality claim" in body and "`expert`" in body
     assert f"{results['dpo']['reward_margin_first']} -> {results['dpo']['reward_margin_last']}" in body
     assert "Collapse check: SFT ok, DPO ok." in body  # read from the runs' results, not asserted by the card
-    values = {m["metrics"][0]["type"]: m["metrics"][0]["value"] for m in meta["model-index"][0]["results"]}
-    assert values["win_rate_checklist"] == round(wc["win"], 4)
+    assert "capped at 64 pairs" in body and meta.get("base_model") is None  # random plumbing model: no Hub id
+    metrics = {m["metrics"][0]["type"]: m["metrics"][0] for m in meta["model-index"][0]["results"]}
+    assert metrics["win_rate_vs_base_checklist"]["value"] == round(wc["win"], 4)
+    assert metrics["win_rate_vs_sft_no_checklist"]["name"].endswith("judge: convohub-lexical-judge)")
 
 
 def test_a_diverging_run_stops_and_reports(tmp_path: Path) -> None:
@@ -256,7 +327,7 @@ def test_a_diverging_run_stops_and_reports(tmp_path: Path) -> None:
     out = tmp_path / "sft"
     with pytest.raises(al.TrainingCollapsed, match="exceeds 4.0 x the first logged loss"):
         script.main(["--config", str(SFT / "tiny.yaml"), "--dataset_path", str(dataset), "--output_dir", str(out),
-                     "--learning_rate", "30", "--warmup_steps", "0", "--max_steps", "6", "--logging_steps", "1"])
+                     "--model_name_or_path", "convohub-tiny:causal", *PLUMBING, "--learning_rate", "30", "--warmup_steps", "0", "--max_steps", "6", "--logging_steps", "1"])
     report = json.loads((out / al.COLLAPSE_REPORT).read_text())
     assert report["status"] == "collapsed" and report["learning_rate"] == 30 and report["step"] < 6
     assert not (out / "model.safetensors").exists()  # a collapsed run is not saved as a model

@@ -28,18 +28,21 @@ Args:
     checklists (`list[list[str]]`): the summarised user preferences of each instance.
     judge_base_url (`str`, optional): OpenAI-compatible endpoint of the judge (vLLM, TGI,
         `transformers serve`, Inference Providers), e.g. "http://127.0.0.1:8000/v1".
-    judge_model (`str`, optional): the judge's model name at that endpoint; without judge_base_url, a local
-        transformers chat model (folder path). With neither, the CONVOHUB_LLM_* environment is used.
+    judge_model (`str`, optional): the judge's model name at that endpoint; without judge_base_url,
+        "smollm2" (the offline SmolLM2-135M-Instruct, compact prompt), "lexical" (a word-overlap stand-in for
+        plumbing checks) or a local transformers chat model (folder path). With neither, the CONVOHUB_LLM_*
+        endpoint is used; with no endpoint either, compute refuses (a judge is never picked silently).
     with_checklist (`bool`, optional): False drops the checklist from the prompt (ablation). Default True.
     max_new_tokens (`int`, optional): judge answer budget, default 1024.
     cache_dir (`str`, optional): on-disk cache of judge answers, so a rerun repeats no paid call.
+    prompt_style (`str`, optional): "wb-reward" (the paper's layout, five choices, JSON) or "compact" (one-word
+        A/B/tie answer for small judges); default: compact for SmolLM2, wb-reward otherwise.
 Returns:
     `dict`: win, tie, lose (fractions of n_judged; NaN when nothing was judged), mean_reward (in
     [-100, 100]), parse_failures (judge outputs out of 2N without a usable choice), n_judged (instances
-    with both orders parsed).
+    with both orders parsed), judge (the model that judged) and prompt_style.
 Examples:
     >>> import evaluate
-    >>> from convohub.tiny import tiny_model
     >>> judge = evaluate.load("evaluation/checklist_judge")  # or evaluate.load("convohub/checklist_judge")
     >>> scores = judge.compute(
     ...     predictions=["Here is a shorter summary in three bullet points."],
@@ -48,13 +51,12 @@ Examples:
     ...                 {"role": "assistant", "content": "The article covers ..."}]],
     ...     queries=["Too long. Make it shorter, as bullet points."],
     ...     checklists=[["The summary should be short.", "The summary should use bullet points."]],
-    ...     judge_model=str(tiny_model("causal")),  # a tiny random model: offline, but no real verdicts
-    ...     max_new_tokens=8,
+    ...     judge_model="lexical",  # offline word-overlap stand-in: plumbing only; "smollm2" for a real model
     ... )
     >>> sorted(scores)
-    ['lose', 'mean_reward', 'n_judged', 'parse_failures', 'tie', 'win']
-    >>> scores["parse_failures"], scores["n_judged"]  # both orders unparseable: counted, not a tie
-    (2, 0)
+    ['judge', 'lose', 'mean_reward', 'n_judged', 'parse_failures', 'prompt_style', 'tie', 'win']
+    >>> scores["judge"], scores["win"], scores["n_judged"]  # the bullet-point answer covers the checklist
+    ('convohub-lexical-judge', 1.0, 1)
 """
 
 _CITATION = """\
@@ -88,7 +90,9 @@ class ChecklistJudge(evaluate.Metric):
         )
 
     def _compute(self, predictions, references, histories, queries, checklists, judge_base_url=None,
-                 judge_model=None, with_checklist=True, max_new_tokens=DEFAULT_MAX_NEW_TOKENS, cache_dir=None):
+                 judge_model=None, with_checklist=True, max_new_tokens=DEFAULT_MAX_NEW_TOKENS, cache_dir=None,
+                 prompt_style=None):
         return checklist_judge(predictions, references, histories, queries, checklists,
                                judge_base_url=judge_base_url, judge_model=judge_model,
-                               with_checklist=with_checklist, max_new_tokens=max_new_tokens, cache_dir=cache_dir)
+                               with_checklist=with_checklist, max_new_tokens=max_new_tokens, cache_dir=cache_dir,
+                               prompt_style=prompt_style)

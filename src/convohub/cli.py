@@ -71,6 +71,9 @@ def make_parser() -> argparse.ArgumentParser:
     rel.add_argument("--seed", type=int, default=0, help="seed of every generator and trainer")
     rel.add_argument("--force", action="store_true", help="ignore finished steps of an earlier run")
     rel.add_argument("--list", action="store_true", help="list the registered systems and their steps")
+    rel.add_argument("--max-train-steps", type=int, default=None, metavar="N",
+                     help="stop every training run after N optimiser steps: a smoke run of the whole "
+                          "pipeline (the cards report the steps run; the numbers are not the recipe's)")
     _add_target_args(rel)
 
     ds = sub.add_parser("datasets", help="build one dataset repository folder")
@@ -108,6 +111,11 @@ def make_parser() -> argparse.ArgumentParser:
     ev.add_argument("--namespace", default=None, help="namespace of the dataset (default: convohub)")
     ev.add_argument("--model-index", type=Path, default=None,
                     help="write the scores as a model-index results fragment (JSON) to this file")
+    ev.add_argument("--judge", default=None, metavar="SPEC",
+                    help="judge of a judged benchmark (wildfeedback), required unless CONVOHUB_LLM_BASE_URL names "
+                         "an endpoint: 'smollm2' (the offline SmolLM2-135M-Instruct), 'lexical' (word-overlap "
+                         "stand-in, plumbing checks only), an endpoint 'http://host:8000/v1#model', or a local "
+                         "model folder; its name goes into the model-index metric names")
 
     sp = sub.add_parser("space", help="export a system's Space folder (or launch it locally)")
     sp.add_argument("name", help="system (or its folder under spaces/) whose Space to export")
@@ -145,7 +153,8 @@ def _cmd_release(args: argparse.Namespace) -> int:
     llm, use_rules = _llm_choice(args)
     records, failure = run_release(out=target.root, profile=args.profile, only=args.only,
                                    namespace=target.namespace, push=target.push, token=target.token,
-                                   seed=args.seed, force=args.force, llm=llm, use_rules=use_rules)
+                                   seed=args.seed, force=args.force, llm=llm, use_rules=use_rules,
+                                   max_train_steps=args.max_train_steps)
     print("\n" + summary_table(records))
     if failure is not None:
         print(f"\nconvohub release: FAILED at {failure.system}/{failure.step}: {failure.cause}", file=sys.stderr)
@@ -248,13 +257,13 @@ def _cmd_evaluate(args: argparse.Namespace) -> int:
 
 def _score_benchmark(args: argparse.Namespace, bench) -> int:
     from convohub.hub import DEFAULT_NAMESPACE, atomic_write_text, dump_json
-    from convohub.scoring import SubmissionError, model_index_fragment, score_submission
+    from convohub.scoring import ScoringError, model_index_fragment, score_submission
 
     namespace = args.namespace or DEFAULT_NAMESPACE
     dataset_dir = args.dataset or args.out / "datasets" / namespace / bench.dataset
     try:
-        scores = score_submission(bench, dataset_dir, args.inputs)
-    except SubmissionError as exc:
+        scores = score_submission(bench, dataset_dir, args.inputs, judge=args.judge)
+    except ScoringError as exc:
         print(f"convohub evaluate: {exc}", file=sys.stderr)
         return 2
     width = max(len(k) for k in scores)

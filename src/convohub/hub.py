@@ -270,8 +270,8 @@ def load_local(folder: Path | str, config: str, split: str | None = None) -> Any
 # --------------------------------------------------------------------------------------------- models
 #: Files a trainer leaves in its output folder that do not belong in a model repo (logs with run times
 #: would also break byte-identical re-runs; the card carries the evaluation instead).
-TRAINING_LEFTOVERS = frozenset({"README.md", "training_args.bin", "trainer_state.json", "eval_results.json",
-                                "all_results.json", "train_results.json", "runs"})
+TRAINING_LEFTOVERS = frozenset({"README.md", "training_args.bin", "training_args.json", "trainer_state.json",
+                                "eval_results.json", "all_results.json", "train_results.json", "runs"})
 @dataclass
 class MetricResult:
     """One measured number for a model card's ``model-index`` (measured by convohub's own evaluation)."""

@@ -45,12 +45,21 @@ class ReleaseContext:
     llm: Any = None
     #: ``--llm rules``: LLM steps use their named rule/lexical stand-ins instead of any model
     use_rules: bool = False
+    #: ``--max-train-steps N``: every training run stops after N optimiser steps (a smoke run of the whole
+    #: pipeline; cards then report the steps actually run, not the recipe's)
+    max_train_steps: int | None = None
     artifacts: dict[str, Any] = field(default_factory=dict)
     _local_llm: Any = field(default=None, repr=False)
 
     def __post_init__(self) -> None:
         if self.profile not in PROFILES:
             raise ValueError(f"profile must be one of {PROFILES}, got {self.profile!r}")
+        if self.max_train_steps is not None and self.max_train_steps < 1:
+            raise ValueError(f"max_train_steps must be >= 1, got {self.max_train_steps}")
+
+    def train_overrides(self) -> tuple[str, ...]:
+        """Extra CLI arguments for every training script of the release (``--max_steps`` of a smoke run)."""
+        return () if self.max_train_steps is None else ("--max_steps", str(self.max_train_steps))
 
     def scratch(self, *parts: str) -> Path:
         """A persistent scratch folder under the work dir (kept between runs for resume)."""
@@ -89,7 +98,8 @@ class StepRecord:
 
 def _fingerprint(ctx: ReleaseContext) -> dict[str, Any]:
     return {"profile": ctx.profile, "seed": ctx.seed, "namespace": ctx.target.namespace,
-            "version": __version__, "llm": getattr(ctx.llm, "model_id", None), "rules": ctx.use_rules}
+            "version": __version__, "llm": getattr(ctx.llm, "model_id", None), "rules": ctx.use_rules,
+            "max_train_steps": ctx.max_train_steps}
 
 
 def _load_progress(path: Path, fingerprint: Mapping[str, Any]) -> dict[str, Any]:
@@ -150,6 +160,7 @@ def run_release(
     force: bool = False,
     llm: Any = None,
     use_rules: bool = False,
+    max_train_steps: int | None = None,
 ) -> tuple[list[StepRecord], StepFailed | None]:
     """Run the release for the selected systems; returns the step records and the failure, if any."""
     systems = load_systems()
@@ -158,7 +169,7 @@ def run_release(
         raise KeyError(f"unknown system(s) {unknown}; registered: {', '.join(systems)}")
     target = HubTarget(root=Path(out).resolve(), namespace=namespace, push=push, token=token)
     ctx = ReleaseContext(profile=profile, target=target, work_dir=target.root / ".convohub-work", seed=seed,
-                         llm=llm)
+                         llm=llm, use_rules=use_rules, max_train_steps=max_train_steps)
     records: list[StepRecord] = []
     for name, system in systems.items():
         if only and name not in only:

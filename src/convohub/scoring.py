@@ -17,7 +17,11 @@ from pathlib import Path
 from typing import Any
 
 
-class SubmissionError(ValueError):
+class ScoringError(ValueError):
+    """A scoring request that cannot run as given (e.g. a judged benchmark without a named judge)."""
+
+
+class SubmissionError(ScoringError):
     """A malformed submission; the message names the file and line at fault and what to do."""
 
 
@@ -40,6 +44,9 @@ class Benchmark:
     score: Callable[[list[Any], list[Any]], dict[str, float]]
     #: optional extra validation of one prediction; returns an error message or None
     check: Callable[[Any], str | None] | None = None
+    #: judged benchmarks: turns the user's judge choice (a spec, or None) into the judge passed to
+    #: ``score(..., judge=...)``; raises ValueError (naming the options) when no judge is named
+    judge: Callable[[str | None], Any] | None = None
 
 
 def read_submission(path: Path, benchmark: Benchmark) -> dict[str, Any]:
@@ -98,10 +105,22 @@ def align(predictions: Mapping[str, Any], gold_ids: Sequence[str], path: Path | 
     return [predictions[i] for i in gold_ids]
 
 
-def score_submission(benchmark: Benchmark, dataset_dir: Path, submission: Path) -> dict[str, float]:
-    """Load the gold split from a built dataset folder and score a submission against it."""
+def score_submission(benchmark: Benchmark, dataset_dir: Path, submission: Path, *,
+                     judge: str | None = None) -> dict[str, Any]:
+    """Load the gold split from a built dataset folder and score a submission against it.
+
+    A judged benchmark refuses (ScoringError) unless a judge is named (``judge``, or what its resolver
+    accepts from the environment); the judge is resolved before the submission is read."""
     from convohub.hub import load_local
 
+    options: dict[str, Any] = {}
+    if benchmark.judge is not None:
+        try:
+            options["judge"] = benchmark.judge(judge)
+        except ValueError as exc:
+            raise ScoringError(f"{benchmark.name} is scored by an LLM judge: {exc}") from exc
+    elif judge is not None:
+        raise ScoringError(f"{benchmark.name} is not judged by an LLM; drop --judge")
     if not Path(dataset_dir).is_dir():
         raise FileNotFoundError(f"dataset folder {dataset_dir} not found; build it with "
                                 f"`convohub datasets build {benchmark.dataset}` or pass --dataset DIR")
@@ -109,17 +128,21 @@ def score_submission(benchmark: Benchmark, dataset_dir: Path, submission: Path) 
     gold_ids = [str(i) for i in gold[benchmark.id_field]]
     ordered = align(read_submission(submission, benchmark), gold_ids, submission)
     references = [benchmark.reference(row) for row in gold]
-    return benchmark.score(ordered, references)
+    return benchmark.score(ordered, references, **options)
 
 
 def model_index_fragment(benchmark: Benchmark, scores: Mapping[str, float], dataset_id: str) -> list[dict[str, Any]]:
-    """The ``results`` entries of a model card's ``model-index`` for these scores."""
+    """The ``results`` entries of a model card's ``model-index`` for these scores; a judged benchmark's
+    ``judge`` (the model that judged) goes into every metric's name, so scores made with different
+    judges never read as the same metric."""
+    judge = scores.get("judge")
+    suffix = f" (judge: {judge})" if isinstance(judge, str) and judge else ""
     return [{
         "task": {"type": benchmark.task_type},
         "dataset": {"name": benchmark.name, "type": dataset_id, "config": benchmark.config,
                     "split": benchmark.split},
-        "metrics": [{"type": key, "value": round(float(value), 6)} for key, value in scores.items()
-                    if isinstance(value, (int, float))],
+        "metrics": [{"type": key, "value": round(float(value), 6), **({"name": key + suffix} if suffix else {})}
+                    for key, value in scores.items() if isinstance(value, (int, float)) and not isinstance(value, bool)],
         "source": {"name": "convohub evaluate", "url": f"https://huggingface.co/datasets/{dataset_id}"},
     }]
 

@@ -6,9 +6,9 @@ conversations, then asked aggregative questions with no context). Each conversat
 from <country>." and the user/assistant turns; the loss covers all tokens. LoRA adapters are merged
 before saving, so the output folder loads with plain ``AutoModelForCausalLM.from_pretrained``.
 
-Next to the model the script writes ``training_args.json``: the resolved arguments (base model, data,
-max_length, evaluation split and cap) and what training did (optimiser steps, examples, seconds, loss,
-LoRA or full). The evaluation (:func:`convohub.corpus.chat_lm.evaluate`: held-out perplexity of the base
+Next to the model the script writes ``training_args.json`` (every argument group as resolved, like every
+convohub script) and ``train_results.json``: what the run used (base model, data, max_length, evaluation
+split and cap) and did (optimiser steps, examples, seconds, loss, LoRA or full). The evaluation (:func:`convohub.corpus.chat_lm.evaluate`: held-out perplexity of the base
 and of the trained model) and the model card read that file, so command-line overrides reach them.
 
 Offline (CPU, ~2 min), SmolLM2-135M-Instruct with LoRA r 16 on all linear layers:
@@ -41,7 +41,7 @@ class ChatLMArguments:
     """Data arguments of this script (trainer and model arguments come from trl's dataclasses).
 
     ``eval_split``/``max_eval_samples`` are not used by training: they are recorded in
-    ``training_args.json`` and name the held-out conversations the evaluation scores."""
+    ``train_results.json`` and name the held-out conversations the evaluation scores."""
 
     dataset_path: str = field(default="convohub/wildchat-sample",
                               metadata={"help": "dataset repo id or local folder (built by convohub)"})
@@ -73,16 +73,17 @@ def load_conversations(args: ChatLMArguments, split: str) -> Any:
 
 
 def main(argv: Sequence[str] | None = None) -> dict[str, Any]:
-    """Train, merge, save the model and ``training_args.json``, optionally push. Returns what was saved
-    in ``training_args.json``."""
+    """Train, merge, save the model, ``training_args.json`` and ``train_results.json``, optionally push.
+    Returns the training record (``train_results.json``)."""
     import torch
     from transformers import AutoModelForCausalLM, AutoTokenizer
     from trl import SFTTrainer
 
     from convohub.corpus.chat_format import conversation_to_messages
-    from convohub.corpus.chat_lm import TRAINING_ARGS_FILE
+    from convohub.corpus.chat_lm import TRAINING_RECORD_FILE
     from convohub.hub import atomic_write_text, dump_json
     from convohub.training.models import hub_id, model_init_kwargs, resolve_model
+    from convohub.training.runs import save_arguments
 
     parser = make_parser()
     args, training_args, model_args = parser.parse_args_and_config(
@@ -149,7 +150,8 @@ def main(argv: Sequence[str] | None = None) -> dict[str, Any]:
         "seed": training_args.seed,
     }
     if trainer.is_world_process_zero():
-        atomic_write_text(out / TRAINING_ARGS_FILE, dump_json(record))
+        save_arguments(out, script=args, training=training_args, model=model_args)
+        atomic_write_text(out / TRAINING_RECORD_FILE, dump_json(record))
         print(json.dumps(record, indent=2, sort_keys=True))
     if training_args.push_to_hub:
         trainer.push_to_hub(dataset_name=args.dataset_path)

@@ -4,7 +4,8 @@ Input ``"Attribute: {key}, Event: {key: json(value) lines}"``, output the value 
 are derived from a built PerQA dataset by :mod:`convohub.reqap.extract_pairs` (train personas -> train
 pairs, dev personas -> held-out pairs; positives, null negatives, key aliases with weight 0.2). The loss
 weights each pair (:class:`convohub.reqap.extract_training.WeightedSeq2SeqTrainer`). After training the
-held-out exact match (greedy decoding) is measured and written to ``<output_dir>/eval_results.json``.
+held-out exact match (greedy decoding) is measured and written to ``<output_dir>/eval_results.json``; the
+resolved arguments (recipe + CLI overrides) to ``<output_dir>/training_args.json``, which evaluation reads.
 
 Offline (CPU, about a minute): a BART of 2+2 layers built from scratch whose BPE tokenizer is trained on the
 generated pairs (``convohub-tiny:seq2seq`` + ``train_tokenizer_on_data: true``):
@@ -106,6 +107,7 @@ def main(argv: Sequence[str] | None = None) -> dict[str, Any]:
         tokenize_pairs,
         weighted_trainer_class,
     )
+    from convohub.training.runs import save_arguments
 
     parser = make_parser()
     args, training_args = parser.parse_args_and_config(list(argv) if argv is not None else None,
@@ -149,8 +151,7 @@ def main(argv: Sequence[str] | None = None) -> dict[str, Any]:
 
     # 4. save, 5. measure held-out exact match with and without the n-gram ban (+ push)
     trained = trainer.model
-    trainer.save_model(str(out))
-    tokenizer.save_pretrained(out)
+    trainer.save_model(str(out))  # model, generation config and tokenizer (main process only)
     final = select_eval_pairs(eval_pairs, args.max_final_eval_pairs, training_args.seed)
     gen_kw = {"batch_size": training_args.per_device_eval_batch_size,
               "max_source_length": args.max_source_length, "max_new_tokens": args.max_target_length}
@@ -162,7 +163,9 @@ def main(argv: Sequence[str] | None = None) -> dict[str, Any]:
     results |= {"train_loss": round(float(train_result.training_loss), 4), "train_pairs": len(train_pairs),
                 "train_seconds": round(train_seconds, 1), "epochs": float(training_args.num_train_epochs),
                 "base_model": args.model_name_or_path}
-    atomic_write_text(out / "eval_results.json", dump_json(results))
+    if trainer.is_world_process_zero():  # evaluation reads the run's own arguments, not the recipe
+        save_arguments(out, script=args, training=training_args)
+        atomic_write_text(out / "eval_results.json", dump_json(results))
     print(summarise(results))
     print(json.dumps(results, indent=2, sort_keys=True))
     if training_args.push_to_hub:

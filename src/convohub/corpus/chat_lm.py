@@ -2,9 +2,10 @@
 
 Training launches ``training/chat_lm/train_chat_lm.py`` with the profile's recipe (``tiny.yaml``:
 SmolLM2-135M-Instruct with LoRA on CPU; ``paper.yaml``: Qwen3-8B on GPUs) through ``accelerate launch``
-(:func:`convohub.training.launch.run_script`). The script saves merged weights and
-``training_args.json`` (the resolved arguments and what training did); evaluation and the card read that
-file, never the recipe, so command-line overrides are what they report. Evaluation measures the held-out
+(:func:`convohub.training.launch.run_script`). The script saves merged weights, the resolved arguments
+(``training_args.json``, :func:`convohub.training.runs.save_arguments`, as every convohub script) and
+``train_results.json``: what the run used and did (base model, data, steps, loss, time). Evaluation and
+the card read that record, never the recipe, so command-line overrides are what they report. Evaluation measures the held-out
 perplexity of the base model and of the trained model on the same texts with
 :func:`convohub.training.perplexity.perplexity`; the card reports exactly those measured numbers.
 """
@@ -12,7 +13,7 @@ perplexity of the base model and of the trained model on the same texts with
 from __future__ import annotations
 
 import time
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -20,7 +21,7 @@ from convohub.hub import HubTarget, MetricResult, ModelCardInfo, read_json, writ
 
 DATASET_REPO = "wildchat-sample"
 #: Written by the training script next to the model; read by :func:`evaluate` and :func:`publish`.
-TRAINING_ARGS_FILE = "training_args.json"
+TRAINING_RECORD_FILE = "train_results.json"
 SCRIPT = Path("training") / "chat_lm" / "train_chat_lm.py"
 
 
@@ -33,21 +34,22 @@ def recipe_path(repo: Path, profile: str) -> Path:
 
 
 def train(repo: Path, profile: str, dataset_dir: Path, output_dir: Path, seed: int, *,
-          log_file: Path | None = None) -> Path:
+          overrides: Sequence[str] = (), log_file: Path | None = None) -> Path:
     """Run the training script (a subprocess under ``accelerate launch``) on the built dataset; returns
-    the trained model folder. Raises :class:`convohub.training.launch.TrainingFailed` with the command
-    to re-run when the script fails."""
+    the trained model folder. ``overrides`` are extra ``--flag value`` arguments that override the
+    recipe. Raises :class:`convohub.training.launch.TrainingFailed` with the command to re-run when the
+    script fails."""
     from convohub.training.launch import run_script
 
     run_script(repo / SCRIPT, recipe_path(repo, profile),
                ["--dataset_path", str(dataset_dir), "--output_dir", str(output_dir),
-                "--seed", str(seed), "--data_seed", str(seed)], profile=profile, log_file=log_file)
+                "--seed", str(seed), "--data_seed", str(seed), *overrides], profile=profile, log_file=log_file)
     return output_dir
 
 
-def read_training_args(model_dir: Path) -> dict[str, Any]:
-    """The resolved arguments the training script saved next to the model."""
-    path = Path(model_dir) / TRAINING_ARGS_FILE
+def read_training_record(model_dir: Path) -> dict[str, Any]:
+    """What the training run used and did (data, base model, steps, loss), saved next to the model."""
+    path = Path(model_dir) / TRAINING_RECORD_FILE
     if not path.is_file():
         raise FileNotFoundError(f"{path} is missing: {model_dir} was not written by {SCRIPT} "
                                 "(re-run the training step, or `convohub train training/chat_lm/<profile>.yaml`)")
@@ -76,7 +78,7 @@ def evaluate(model_dir: Path, dataset_dir: Path | None = None, *,
     """Held-out perplexity of the base model and of the trained model on the same texts.
 
     Base model, dataset config, split, text length and number of conversations come from the
-    ``training_args.json`` training saved (``max_conversations`` overrides the recorded cap;
+    ``train_results.json`` training saved (``max_conversations`` overrides the recorded cap;
     ``dataset_dir`` the recorded dataset location). Both models score the same rendered texts,
     truncated to the same ``max_length``.
     """
@@ -88,7 +90,7 @@ def evaluate(model_dir: Path, dataset_dir: Path | None = None, *,
     from convohub.training.models import resolve_model
     from convohub.training.perplexity import perplexity
 
-    args = read_training_args(model_dir)
+    args = read_training_record(model_dir)
     limit = max_conversations if max_conversations is not None else args.get("max_eval_samples")
     rows = _held_out_rows(args, dataset_dir, limit)
     max_length = int(args["max_length"] or 1024)
@@ -123,7 +125,7 @@ def _training_table(args: Mapping[str, Any]) -> str:
 
 def publish(target: HubTarget, profile: str, model_dir: Path, results: dict[str, Any], recipe: Path) -> Path:
     """Write the model repo with a card carrying the measured perplexities and what training did."""
-    args = read_training_args(model_dir)
+    args = read_training_record(model_dir)
     name = model_name(profile)
     dataset_id = target.repo_id(DATASET_REPO)
     base_model = args.get("base_model")

@@ -25,32 +25,26 @@ def _step_build(ctx: Any) -> dict[str, Any]:
     return {"dataset_dir": _build_dataset(ctx, None)}
 
 
-def _base_model(ctx: Any) -> str:
-    import yaml
-
-    recipe = yaml.safe_load(chat_lm.recipe_path(ctx.repo, ctx.profile).read_text(encoding="utf-8"))
-    return str(recipe["model_name_or_path"])
-
-
 def _step_train(ctx: Any) -> dict[str, Any]:
     out = ctx.scratch("corpus", f"chat_lm-{ctx.profile}")
-    chat_lm.train(ctx.repo, ctx.profile, Path(ctx.artifacts["dataset_dir"]), out, ctx.seed)
+    chat_lm.train(ctx.repo, ctx.profile, Path(ctx.artifacts["dataset_dir"]), out, ctx.seed,
+                  overrides=ctx.train_overrides(), log_file=ctx.scratch("corpus") / "chat_lm_train.log")
     return {"chat_lm_dir": out}
 
 
 def _step_evaluate(ctx: Any) -> dict[str, Any]:
     from convohub.hub import atomic_write_text, dump_json
 
-    results = chat_lm.evaluate(Path(ctx.artifacts["chat_lm_dir"]), _base_model(ctx),
-                               Path(ctx.artifacts["dataset_dir"]))
+    results = chat_lm.evaluate(Path(ctx.artifacts["chat_lm_dir"]), Path(ctx.artifacts["dataset_dir"]))
     path = ctx.scratch("corpus") / "chat_lm_eval.json"
     atomic_write_text(path, dump_json(results))
-    return {"chat_lm_eval_path": path, "perplexity": results["perplexity_trained"]}
+    return {"chat_lm_eval_path": path, "perplexity_base": results["perplexity_base"],
+            "perplexity": results["perplexity_trained"]}
 
 
 def _step_card(ctx: Any) -> dict[str, Any]:
     results = read_json(Path(ctx.artifacts["chat_lm_eval_path"]))
-    path = chat_lm.publish(ctx.target, ctx.profile, Path(ctx.artifacts["chat_lm_dir"]), _base_model(ctx), results,
+    path = chat_lm.publish(ctx.target, ctx.profile, Path(ctx.artifacts["chat_lm_dir"]), results,
                            chat_lm.recipe_path(ctx.repo, ctx.profile))
     return {"model_dir": path}
 

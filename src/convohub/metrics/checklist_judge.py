@@ -16,13 +16,17 @@ borrows (a reward per instance), reduces to the paper's win = A++/A+, tie = A=B,
 both orders agree, and turns a judge that merely follows position (same letter both times) into a tie,
 which is what an uninformative judgement should count as.
 
-Two prompt styles. ``wb-reward`` is the paper's layout above, for capable judges (an endpoint such as
-GPT-4o). ``compact`` is for the offline judge, SmolLM2-135M-Instruct, which cannot follow a long JSON
-format: the query, the checklist and the two responses in a few plain lines (history cut to the last
-exchange, long texts cut), and a closed answer of one word, ``A``, ``B`` or ``tie``, read as ``A+``,
-``B+`` and ``A=B``. The both-orders rule is the same, so a small judge that merely repeats a letter gives
-ties. :func:`default_prompt_style` picks ``compact`` for SmolLM2 and ``wb-reward`` otherwise; how well
-each judge agrees with people is measured on a hand-labelled set (:func:`judge_agreement`,
+Three prompt styles. ``wb-reward`` is the paper's layout above, for capable judges (an endpoint such as
+GPT-4o). ``compact`` asks the same pairwise question in a few plain lines with a one-word answer (``A``,
+``B`` or ``tie``, read as ``A+``, ``B+``, ``A=B``). ``pointwise`` is for the offline judge,
+SmolLM2-135M-Instruct: measured on the hand-labelled set, it answers "A" to the compact prompt in both
+orders (every pair a tie) and cannot follow the JSON layout, so each response is rated *on its own*
+("Is this a good answer ...? yes or no", with the checklist) and the response rated higher wins. With a
+local model the rating is the next-token log-odds of yes over no (:class:`LogOddsJudge`, a closed answer
+read without sampling), so close calls still rank; with any other backend it is the generated yes/no.
+A pointwise rating has no position, so both orders give the same verdict by construction.
+:func:`default_prompt_style` picks ``pointwise`` for SmolLM2 and ``wb-reward`` otherwise; how well each
+judge agrees with people is measured on a hand-labelled set (:func:`judge_agreement`,
 ``convohub/data/judge_gold.jsonl``) and reported on the WildFeedback model card.
 
 Judges are always named. :func:`resolve_judge` turns a name into a backend: an endpoint (URL + model), a
@@ -64,7 +68,7 @@ REWARD_FOR_A = {"A++": 100, "A+": 50, "A=B": 0, "B+": -50, "B++": -100}
 DEFAULT_MAX_NEW_TOKENS = 1024
 #: The compact prompt's answer is one word; a few tokens leave room for a quote or a full stop.
 COMPACT_MAX_NEW_TOKENS = 4
-PROMPT_STYLES = ("wb-reward", "compact")
+PROMPT_STYLES = ("wb-reward", "compact", "pointwise")
 #: Names of the lexical stand-in judge (``judge_model="lexical"`` everywhere).
 LEXICAL_JUDGE = "convohub-lexical-judge"
 LEXICAL_NAMES = frozenset({"lexical", LEXICAL_JUDGE})
@@ -154,6 +158,18 @@ _COMPACT_ANSWER = re.compile(r"""\s*[\[\("'`*]*\s*(?:answer\s+)?(a|b|tie)\b""", 
 _COMPACT_VERDICT = {"a": "A+", "b": "B+", "tie": "A=B"}
 
 
+_POINTWISE = """\
+{context}Question: {query}
+{checklist}
+Answer: {response}
+
+Is this a good answer to the question{clause}? Reply yes or no."""
+
+# A pointwise rating: "yes"/"no", optionally followed by the scorer's "(log-odds +1.2345)".
+_RATING = re.compile(r"""\s*[\[\("'`*]*\s*(yes|no)\b(?:.*?log-odds\s*([+-]?\d+(?:\.\d+)?))?""",
+                     re.IGNORECASE | re.S)
+
+
 @dataclass(frozen=True)
 class PairJudgement:
     """Both judgements of one instance, from the candidate's side.
@@ -216,6 +232,19 @@ def parse_compact_verdict(text: str | None) -> str | None:
     return _COMPACT_VERDICT[match.group(1).lower()] if match else None
 
 
+def parse_rating(text: str | None) -> float | None:
+    """A pointwise rating as a number: the log-odds of yes over no when the answer carries it
+    (:class:`LogOddsJudge`), else +1 for a leading "yes" and -1 for "no"; None when neither."""
+    if not text or not text.strip():
+        return None
+    match = _RATING.match(text)
+    if not match:
+        return None
+    if match.group(2) is not None:
+        return float(match.group(2))
+    return 1.0 if match.group(1).lower() == "yes" else -1.0
+
+
 def _normalise(token: str) -> str:
     return re.sub(r"\s+", "", token).upper()
 
@@ -256,6 +285,23 @@ def compact_prompt(
     block = ("The user wants:\n" + "\n".join(f"- {_cut(c, 200)}" for c in items) + "\n") if items else ""
     return _COMPACT.format(context=context, query=_cut(query), checklist=block, response_a=_cut(response_a),
                            response_b=_cut(response_b), clause=" for what the user wants" if items else "")
+
+
+def pointwise_prompt(
+    history: Sequence[Mapping[str, str]],
+    query: str,
+    response: str,
+    checklist: Sequence[str],
+    with_checklist: bool = True,
+) -> str:
+    """One response rated on its own: last exchange, query, checklist, the response, a yes/no question."""
+    last = [m for m in history if m["role"] in ("user", "assistant")][-2:]
+    context = "".join(f"Earlier {'user' if m['role'] == 'user' else 'assistant'} message: {_cut(m['content'], 300)}\n"
+                      for m in last)
+    items = [c for c in checklist if c.strip()] if with_checklist else []
+    block = ("The user wants:\n" + "\n".join(f"- {_cut(c, 200)}" for c in items) + "\n") if items else ""
+    return _POINTWISE.format(context=context, query=_cut(query), checklist=block, response=_cut(response),
+                             clause=" and what the user wants" if items else "")
 
 
 def judge_prompt(
@@ -396,15 +442,73 @@ def is_lexical(name: str | None) -> bool:
 
 
 def default_prompt_style(judge: ChatBackend) -> str:
-    """``compact`` for the offline SmolLM2 judge (measured: it cannot follow the WB-Reward JSON format),
-    the backend's own ``prompt_style`` where it declares one, else ``wb-reward``."""
+    """The backend's own ``prompt_style`` where it declares one (:class:`LogOddsJudge`: ``pointwise``, the
+    lexical stand-in: ``wb-reward``), ``pointwise`` for SmolLM2 (measured: it cannot follow the pairwise
+    prompts), else ``wb-reward``."""
     inner = getattr(judge, "inner", judge)  # a CachedBackend judges like the model it wraps
     declared = getattr(inner, "prompt_style", None)
     if declared:
         return str(declared)
     from convohub.models import SMOLLM2_ID
 
-    return "compact" if inner.model_id == SMOLLM2_ID else "wb-reward"
+    return "pointwise" if inner.model_id == SMOLLM2_ID else "wb-reward"
+
+
+class LogOddsJudge(ChatBackend):
+    """A local chat model as a pointwise judge: each request (a yes/no question) is answered with the
+    next-token log-odds of "yes" over "no" after the chat template's generation prompt, one forward pass,
+    no sampling. The answer text is ``"yes (log-odds +1.2345)"`` so it survives the response cache and the
+    reader sees what was measured. Used for SmolLM2-135M-Instruct, whose greedy answers to a pairwise
+    question carry no signal (see the module docstring)."""
+
+    kind = "local-log-odds"
+    prompt_style = "pointwise"
+
+    def __init__(self, local: Any, batch_size: int = 16) -> None:
+        self.local = local
+        self.batch_size = batch_size
+        tok = local.tokenizer
+        self._ids = {word: sorted({tok(w, add_special_tokens=False)["input_ids"][0] for w in (word, word.title())})
+                     for word in ("yes", "no")}
+
+    @property
+    def model_id(self) -> str:
+        return self.local.model_id
+
+    def identity(self) -> dict[str, Any]:
+        return {**self.local.identity(), "method": "yes-no-log-odds"}
+
+    def describe(self) -> dict[str, Any]:
+        return {**self.local.describe(), "backend": self.kind}
+
+    def chat(self, requests: Sequence[ChatRequest]) -> list[ChatResponse]:
+        import torch
+
+        tok, model = self.local.tokenizer, self.local.model
+        out: list[ChatResponse] = []
+        for start in range(0, len(requests), self.batch_size):
+            batch = requests[start:start + self.batch_size]
+            texts = [tok.apply_chat_template(r.messages, tokenize=False, add_generation_prompt=True) for r in batch]
+            enc = tok(texts, return_tensors="pt", padding=True, add_special_tokens=False).to(self.local.device)
+            with torch.inference_mode():
+                logp = model(**enc).logits[:, -1].float().log_softmax(-1)
+            odds = (torch.logsumexp(logp[:, self._ids["yes"]], -1) - torch.logsumexp(logp[:, self._ids["no"]], -1))
+            out.extend(ChatResponse(text=f"{'yes' if v >= 0 else 'no'} (log-odds {v:+.4f})", finish_reason="stop")
+                       for v in odds.tolist())
+        return out
+
+
+def as_judge(backend: ChatBackend) -> ChatBackend:
+    """``backend`` ready to judge: the offline SmolLM2 model (plain or cached) becomes a :class:`LogOddsJudge`
+    over the same loaded weights (and the same cache folder); any other backend is returned unchanged."""
+    from convohub.llm import CachedBackend, TransformersBackend
+    from convohub.models import SMOLLM2_ID
+
+    inner = backend.inner if isinstance(backend, CachedBackend) else backend
+    if not isinstance(inner, TransformersBackend) or inner.model_id != SMOLLM2_ID:
+        return backend
+    scorer = LogOddsJudge(inner)
+    return CachedBackend(scorer, backend.cache.root) if isinstance(backend, CachedBackend) else scorer
 
 
 @lru_cache(maxsize=2)
@@ -413,7 +517,7 @@ def _local_backend(model_path: str) -> ChatBackend:
     from convohub.llm import OFFLINE_SPEC, TransformersBackend
 
     if model_path == OFFLINE_SPEC:
-        return make_backend(OFFLINE_SPEC, batch_size=16)
+        return as_judge(make_backend(OFFLINE_SPEC, batch_size=16))
     return TransformersBackend(Path(model_path).expanduser())
 
 
@@ -461,6 +565,24 @@ def resolve_judge(
     return backend
 
 
+def judge_from_spec(spec: str | None, cache_dir: str | Path | None = None) -> ChatBackend:
+    """The judge a user named on a command line: ``lexical``, ``smollm2``, an endpoint
+    (``http://host:8000/v1#model`` / ``endpoint:...``), or a local model folder; None -> the
+    ``CONVOHUB_LLM_*`` endpoint, else ValueError naming the options (a judge is never picked silently)."""
+    if spec is None or not spec.strip():
+        judge = backend_from_env(cache_dir=cache_dir)
+        if judge is None:
+            raise ValueError("no judge named: pass --judge smollm2 (the offline SmolLM2-135M-Instruct), --judge "
+                             "lexical (the word-overlap stand-in, plumbing checks only), --judge "
+                             "http://host:8000/v1#model (an OpenAI-compatible endpoint) or --judge <local model "
+                             "folder>, or set CONVOHUB_LLM_BASE_URL")
+        return judge
+    spec = spec.strip()
+    if spec.startswith(("http://", "https://", "endpoint:")):
+        return make_backend(spec, cache_dir=cache_dir)
+    return resolve_judge(judge_model=spec, cache_dir=cache_dir)
+
+
 def judge_pairs(
     predictions: Sequence[str],
     references: Sequence[str],
@@ -474,13 +596,18 @@ def judge_pairs(
 ) -> list[PairJudgement]:
     """Per-instance judgements of candidate ``predictions`` against baseline ``references``.
 
-    All 2N prompts (candidate as A, then candidate as B, for each instance) go to the backend in one
-    batch, greedy (temperature 0), so an endpoint backend runs them at its full concurrency. Useful on
-    its own to filter preference pairs (keep a pair when its outcome is "win"). ``prompt_style`` defaults
-    to :func:`default_prompt_style` of the judge; the compact style caps the answer at a few tokens.
+    Pairwise styles: all 2N prompts (candidate as A, then candidate as B, for each instance) go to the
+    backend in one batch, greedy (temperature 0), so an endpoint backend runs them at its full
+    concurrency. Pointwise style: each distinct response is rated once and the higher rating wins (the
+    verdict of both orders, so ``verdicts`` and ``rewards`` keep their meaning); equal ratings tie. Useful
+    on its own to filter preference pairs (keep a pair when its outcome is "win"). ``prompt_style``
+    defaults to :func:`default_prompt_style` of the judge; the compact style caps the answer at a few tokens.
     """
     validate_inputs(predictions, references, histories, queries, checklists)
+    judge = as_judge(judge)
     style = prompt_style or default_prompt_style(judge)
+    if style == "pointwise":
+        return _judge_pointwise(predictions, references, histories, queries, checklists, judge, with_checklist)
     parse = parse_compact_verdict if style == "compact" else parse_verdict
     if style == "compact":
         max_new_tokens = min(max_new_tokens, COMPACT_MAX_NEW_TOKENS)
@@ -500,6 +627,35 @@ def judge_pairs(
         out.append(PairJudgement(verdicts=verdicts, rewards=rewards,  # type: ignore[arg-type]
                                  raw=(first.text if first.ok else f"[error] {first.error}",
                                       second.text if second.ok else f"[error] {second.error}")))
+    return out
+
+
+#: Ratings closer than this are a tie (only identical responses rate exactly alike).
+RATING_TIE = 1e-3
+
+
+def _judge_pointwise(predictions: Sequence[str], references: Sequence[str],
+                     histories: Sequence[Sequence[Mapping[str, str]]], queries: Sequence[str],
+                     checklists: Sequence[Sequence[str]], judge: ChatBackend, with_checklist: bool) -> list[PairJudgement]:
+    """Rate every distinct (context, response) once, then compare candidate and baseline per instance."""
+    prompts = [[pointwise_prompt(h, q, r, c, with_checklist) for r in (cand, ref)]
+               for cand, ref, h, q, c in zip(predictions, references, histories, queries, checklists, strict=True)]
+    unique = list(dict.fromkeys(p for pair in prompts for p in pair))
+    requests = [ChatRequest.from_prompt(p, max_new_tokens=COMPACT_MAX_NEW_TOKENS, temperature=0.0) for p in unique]
+    responses = dict(zip(unique, run_chat(judge, requests, chunk_size=len(requests), desc="checklist judge",
+                                          progress=False), strict=True))
+    out = []
+    for cand_prompt, ref_prompt in prompts:
+        answers = responses[cand_prompt], responses[ref_prompt]
+        cand, ref = (parse_rating(a.text if a.ok else None) for a in answers)
+        raw = tuple(a.text if a.ok else f"[error] {a.error}" for a in answers)
+        if cand is None or ref is None:
+            out.append(PairJudgement(verdicts=(None, None), rewards=(None, None), raw=raw))  # type: ignore[arg-type]
+            continue
+        gap = cand - ref
+        verdicts = ("A=B", "A=B") if abs(gap) < RATING_TIE else ("A+", "B+") if gap > 0 else ("B+", "A+")
+        rewards = tuple(candidate_reward(v, candidate_is_a=(k == 0)) for k, v in enumerate(verdicts))
+        out.append(PairJudgement(verdicts=verdicts, rewards=rewards, raw=raw))  # type: ignore[arg-type]
     return out
 
 
@@ -573,16 +729,44 @@ def load_judge_gold(path: str | Path | None = None) -> list[dict[str, Any]]:
     return items
 
 
+#: Bump when a prompt template or the combination rule changes, so cached agreement figures are re-measured.
+AGREEMENT_VERSION = 1
+
+
 def judge_agreement(judge: ChatBackend, items: Sequence[Mapping[str, Any]] | None = None, *,
-                    prompt_style: str | None = None) -> dict[str, Any]:
+                    prompt_style: str | None = None, cache_dir: str | Path | None = None) -> dict[str, Any]:
     """How often ``judge`` picks the hand-labelled better response (both orders, combined as everywhere).
 
     Returns ``{"judge", "prompt_style", "n", "agree", "ties", "wrong", "parse_failures"}``: an item
     counts as agreement when the combined outcome names the labelled response; ties (including
-    inconsistent verdicts across the two orders) and unparsed items do not agree.
+    inconsistent verdicts across the two orders) and unparsed items do not agree. With ``cache_dir`` the
+    figures are stored under a key of (judge identity with its weights revision, prompt style, the items,
+    :data:`AGREEMENT_VERSION`), so a release measures a judge once per machine (~1 min on 2 CPU cores for
+    SmolLM2) and re-measures whenever any of those change.
     """
+    import hashlib
+    import json
+
     items = list(items if items is not None else load_judge_gold())
+    judge = as_judge(judge)
     style = prompt_style or default_prompt_style(judge)
+    cached = None
+    if cache_dir is not None:
+        key = json.dumps({"v": AGREEMENT_VERSION, "judge": getattr(judge, "inner", judge).identity(),
+                          "style": style, "items": items}, sort_keys=True, ensure_ascii=False)
+        cached = Path(cache_dir) / f"{hashlib.sha256(key.encode()).hexdigest()[:24]}.json"
+        if cached.is_file():
+            return {**json.loads(cached.read_text(encoding="utf-8")), "cached": True}
+    result = _measure_agreement(judge, items, style)
+    if cached is not None:
+        from convohub.hub import atomic_write_text, dump_json
+
+        cached.parent.mkdir(parents=True, exist_ok=True)
+        atomic_write_text(cached, dump_json(result))
+    return result
+
+
+def _measure_agreement(judge: ChatBackend, items: Sequence[Mapping[str, Any]], style: str) -> dict[str, Any]:
     judgements = judge_pairs([str(i["response_a"]) for i in items], [str(i["response_b"]) for i in items],
                              [[] for _ in items], [str(i["instruction"]) for i in items],
                              [[str(c) for c in i.get("checklist") or []] for i in items], judge,

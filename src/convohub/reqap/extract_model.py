@@ -1,9 +1,11 @@
 """Train, evaluate and publish ReQAP's EXTRACT model (release helpers; the release steps wire them).
 
-Training runs training/reqap_extract/train_reqap_extract.py with the profile's recipe (``tiny.yaml``
-offline, ``paper.yaml`` at paper scale) on a built PerQA dataset folder; evaluation derives the held-out
-pairs of one split (the test personas for the card) exactly as training does and measures greedy exact
-match with :func:`convohub.reqap.extract_training.exact_match`; the card reports those measured numbers.
+Training launches training/reqap_extract/train_reqap_extract.py under ``accelerate launch`` with the profile's
+recipe (``tiny.yaml`` offline, ``paper.yaml`` at paper scale) on a built PerQA dataset folder
+(:func:`convohub.training.runs.run_recipe`). Evaluation derives the held-out pairs of one split (the test
+personas for the card) with the pair settings the run itself used -- read from the ``training_args.json`` the
+script saved next to the model, so CLI overrides count -- and measures greedy exact match with
+:func:`convohub.reqap.extract_training.exact_match`; the card reports those measured numbers.
 """
 
 from __future__ import annotations
@@ -23,48 +25,49 @@ def model_name(profile: str) -> str:
 
 
 def recipe_path(repo: Path, profile: str) -> Path:
-    return repo / "training" / "reqap_extract" / f"{profile}.yaml"
+    return Path(repo) / "training" / "reqap_extract" / f"{profile}.yaml"
 
 
-def _recipe(path: Path) -> dict[str, Any]:
-    import yaml
+def train(repo: Path, profile: str, dataset_dir: Path, output_dir: Path, seed: int, *,
+          extra: tuple[str, ...] = ()) -> Path:
+    """Launch the training script with the profile's recipe on the built PerQA folder (``extra``: more CLI
+    overrides); returns the trained model folder."""
+    from convohub.training.runs import run_recipe
 
-    return dict(yaml.safe_load(Path(path).read_text(encoding="utf-8")))
-
-
-def train(repo: Path, profile: str, dataset_dir: Path, output_dir: Path, seed: int) -> Path:
-    """Run the training script on the built PerQA folder; returns the trained model folder."""
-    from convohub.cli import load_script
-
-    script = load_script(repo / SCRIPT)
-    script.main(["--config", str(recipe_path(repo, profile)), "--dataset_path", str(dataset_dir),
-                 "--output_dir", str(output_dir), "--seed", str(seed), "--data_seed", str(seed)])
-    return Path(output_dir)
+    return run_recipe(Path(repo) / SCRIPT, recipe_path(repo, profile), Path(dataset_dir), Path(output_dir), seed,
+                      profile=profile, extra=extra)
 
 
 def evaluate(model_dir: Path, dataset_dir: Path, split: str = "test", *, max_pairs: int | None = 1000,
-             recipe: Path | None = None, seed: int = 0) -> dict[str, Any]:
+             seed: int | None = None) -> dict[str, Any]:
     """Greedy exact match of the trained model on held-out pairs of ``split`` (personas unseen in training).
 
-    Pairs are derived like the training script's (same pair settings, read from ``recipe`` when given),
-    then a seeded sample of ``max_pairs`` is scored; per-kind exact match and the effect of the saved
+    Pairs are derived like the training run's (its saved pair settings and seed; ``seed`` overrides the
+    seed), then a seeded sample of ``max_pairs`` is scored; per-kind exact match and the effect of the saved
     ``no_repeat_ngram_size`` (how many references it blocks, exact match without it) are included.
     """
     from transformers import AutoModelForSeq2SeqLM, AutoTokenizer
 
     from convohub.reqap.extract_pairs import PairConfig, pairs_from_dataset
     from convohub.reqap.extract_training import exact_match, select_eval_pairs
+    from convohub.training.runs import saved_arguments
 
-    settings = _recipe(recipe) if recipe is not None else {}
-    config = PairConfig(seed=seed, alias_weight=float(settings.get("alias_weight", 0.2)),
-                        with_persona_names=bool(settings.get("with_persona_names", False)),
-                        max_events_per_source=settings.get("max_events_per_source"))
+    arguments = saved_arguments(model_dir)
+    settings = arguments["script"]
+    seed = int(arguments["training"]["seed"]) if seed is None else seed
+    config = PairConfig(seed=seed, alias_weight=float(settings["alias_weight"]),
+                        with_persona_names=bool(settings["with_persona_names"]),
+                        max_events_per_source=settings["max_events_per_source"])
     pairs = select_eval_pairs(pairs_from_dataset(dataset_dir, split, config), max_pairs, seed)
     tokenizer = AutoTokenizer.from_pretrained(model_dir)
     model = AutoModelForSeq2SeqLM.from_pretrained(model_dir)
-    kw = {"max_source_length": int(settings.get("max_source_length", 512)),
-          "max_new_tokens": int(settings.get("max_target_length", 64))}
-    results: dict[str, Any] = {"split": split, **exact_match(model, tokenizer, pairs, **kw)}
+    kw = {"max_source_length": int(settings["max_source_length"]),
+          "max_new_tokens": int(settings["max_target_length"])}
+    results: dict[str, Any] = {"split": split, **exact_match(model, tokenizer, pairs, **kw),
+                               "pair_settings": {"alias_weight": config.alias_weight,
+                                                 "with_persona_names": config.with_persona_names,
+                                                 "max_events_per_source": config.max_events_per_source,
+                                                 "seed": seed}}
     if results["no_repeat_ngram_size"] > 0:
         without = exact_match(model, tokenizer, pairs, no_repeat_ngram_size=0, **kw)
         results["exact_match_without_no_repeat"] = without["exact_match"]
@@ -75,10 +78,14 @@ def publish(target: HubTarget, profile: str, model_dir: Path, results: dict[str,
     """Write the model repo with a card carrying the measured exact match."""
     name = model_name(profile)
     dataset_id = target.repo_id(DATASET_REPO)
-    base_model = str(_recipe(recipe)["model_name_or_path"])
-    tiny_note = ("a BART of 2+2 layers randomly initialised by `convohub.tiny.build_tiny_seq2seq`, whose BPE "
-                 "tokenizer was trained on the generated training pairs")
-    base_note = tiny_note if profile == "tiny" else f"`{base_model}`"
+    from convohub.training.runs import saved_arguments
+
+    settings = saved_arguments(model_dir)["script"]
+    base_model = str(settings["model_name_or_path"])
+    layers, width = settings.get("tiny_layers"), settings.get("tiny_d_model")
+    tiny_note = (f"a BART of {layers}+{layers} layers (d_model {width}) randomly initialised by "
+                 "`convohub.tiny.build_tiny_seq2seq`, whose BPE tokenizer was trained on the generated training pairs")
+    base_note = tiny_note if settings.get("train_tokenizer_on_data") else f"`{base_model}`"
     description = (
         "The EXTRACT model of ReQAP (*Recursive Question Understanding for Complex Question Answering over "
         "Heterogeneous Personal Data*): given an attribute name and a personal event (calendar entry, mail, "
@@ -122,7 +129,7 @@ def publish(target: HubTarget, profile: str, model_dir: Path, results: dict[str,
         license="mit",
         description=description,
         pipeline_tag="text2text-generation",
-        base_model=None if profile == "tiny" else base_model,
+        base_model=None if settings.get("train_tokenizer_on_data") else base_model,
         datasets=(dataset_id,),
         tags=("convohub", "reqap", "perqa", "attribute-extraction", "seq2seq"),
         results=(MetricResult(task_type="text2text-generation", dataset_name="perqa", dataset_type=dataset_id,

@@ -367,10 +367,13 @@ class RecursiveDecomposer:
     def messages(self, chain: tuple[Turn, ...], question: str) -> list[dict[str, str]]:
         raise NotImplementedError
 
+    #: Stop sequences of every request (a subclass whose steps are one line stops at the line's end).
+    stop: tuple[str, ...] = ()
+
     def requests(self, messages: list[dict[str, str]]) -> list[ChatRequest]:
-        out = [ChatRequest(messages, max_new_tokens=self.max_new_tokens, temperature=0.0)]
+        out = [ChatRequest(messages, max_new_tokens=self.max_new_tokens, temperature=0.0, stop=self.stop)]
         out += [ChatRequest(messages, max_new_tokens=self.max_new_tokens, temperature=self.temperature,
-                            seed=self.seed + i) for i in range(1, self.n_options)]
+                            seed=self.seed + i, stop=self.stop) for i in range(1, self.n_options)]
         return out
 
     def options(self, chain: tuple[Turn, ...], question: str) -> list[OpNode]:
@@ -547,6 +550,10 @@ class SFTDecomposer(RecursiveDecomposer):
         self.max_input_tokens = max_input_tokens or int(saved.get("max_input_tokens", DEFAULT_MAX_INPUT_TOKENS))
         tokenizer = tokenizer if tokenizer is not None else getattr(backend, "tokenizer", None)
         self.count_tokens = chat_token_counter(tokenizer) if tokenizer is not None else char_token_counter
+
+    #: A trained step is one line; generation stops at its end (what follows a newline is never parsed as
+    #: the step, and an untrained model would otherwise run on to ``max_new_tokens``).
+    stop = ("\n",)
 
     def messages(self, chain: tuple[Turn, ...], question: str) -> list[dict[str, str]]:
         kept = truncate_chain(chain, question, self.count_tokens, self.max_input_tokens)

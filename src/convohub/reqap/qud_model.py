@@ -245,7 +245,7 @@ def _evaluation_text(r: dict[str, Any]) -> str:
     else:
         head = "| metric | value |\n|---|---|\n"
         table = "".join(f"| {name} | {r.get(key, '-')} |\n" for name, key in rows)
-    timing = (f" Step generation took {r['generation_seconds']} s for the trained model"
+    timing = (f"\nStep generation took {r['generation_seconds']} s for the trained model"
               + (f" and {before['generation_seconds']} s for the base model" if before else "")
               + " (greedy, batched)." if "generation_seconds" in r else "")
     return (

@@ -1,10 +1,11 @@
 """Train, evaluate and publish ReQAP's two RETRIEVE cross-encoders (release helpers; the release steps
 wire them). Mirrors :mod:`convohub.reqap.extract_model`.
 
-* :func:`train` runs training/reqap_retrieve_{task}/train_reqap_retrieve_{task}.py with the profile's recipe
-  on a built PerQA folder;
+* :func:`train` launches training/reqap_retrieve_{task}/train_reqap_retrieve_{task}.py under ``accelerate
+  launch`` with the profile's recipe on a built PerQA folder (:func:`convohub.training.runs.run_recipe`);
 * :func:`evaluate` measures held-out classification accuracy and macro-F1 on examples derived from the
-  ``split`` personas (the test personas for the card: unseen in training) exactly as training derives them,
+  ``split`` personas (the test personas for the card: unseen in training) exactly as the training run derived
+  them (its saved ``training_args.json``),
   and for the events model also the retrieval recall/precision of the whole :class:`CrossEncoderRetriever`
   against the oracle on that split's RETRIEVE calls, next to BM25 alone;
 * :func:`publish` writes the model repo with a card carrying those measured numbers.
@@ -22,8 +23,6 @@ from convohub.perqa.dataset import REQAP_CITATION
 
 DATASET_REPO = "perqa"
 TASK_NAMES = ("events", "patterns")
-#: What the recipes' short model names stand for (the card's base_model).
-BASE_MODELS = {"minilm": "sentence-transformers/all-MiniLM-L6-v2"}
 
 
 def _check_task(task: str) -> str:
@@ -44,25 +43,16 @@ def recipe_path(repo: Path, profile: str, task: str) -> Path:
     return Path(repo) / "training" / f"reqap_retrieve_{_check_task(task)}" / f"{profile}.yaml"
 
 
-def _recipe(path: Path | None) -> dict[str, Any]:
-    if path is None:
-        return {}
-    import yaml
-
-    return dict(yaml.safe_load(Path(path).read_text(encoding="utf-8")))
-
-
 def train(repo: Path, profile: str, dataset_dir: Path, output_dir: Path, seed: int, task: str, *,
-          recipe: Path | None = None) -> Path:
-    """Run the task's training script on the built PerQA folder with the profile's recipe (or ``recipe``);
-    returns the trained model folder (with the script's ``eval_results.json``)."""
-    from convohub.cli import load_script
+          recipe: Path | None = None, extra: tuple[str, ...] = ()) -> Path:
+    """Launch the task's training script with the profile's recipe (or ``recipe``; ``extra``: more CLI
+    overrides) on the built PerQA folder; returns the trained model folder (with the script's
+    ``eval_results.json`` and ``training_args.json``)."""
+    from convohub.training.runs import run_recipe
 
-    script = load_script(Path(repo) / script_path(task))
     config = recipe if recipe is not None else recipe_path(repo, profile, task)
-    script.main(["--config", str(config), "--dataset_path", str(dataset_dir),
-                 "--output_dir", str(output_dir), "--seed", str(seed), "--data_seed", str(seed)])
-    return Path(output_dir)
+    return run_recipe(Path(repo) / script_path(task), config, Path(dataset_dir), Path(output_dir), seed,
+                      profile=profile, extra=extra)
 
 
 def _calls(dataset_dir: Path, split: str, max_personas: int | None) -> list[tuple[str, Any, Any, str]]:
@@ -149,13 +139,14 @@ def retrieval_metrics(retriever: Any, dataset_dir: Path, split: str = "test", *,
 
 
 def evaluate(model_dir: Path, dataset_dir: Path, split: str = "test", *, task: str,
-             recipe: Path | None = None, seed: int = 0, pattern_model_dir: Path | None = None,
+             seed: int | None = None, pattern_model_dir: Path | None = None,
              max_examples: int | None = 1000, max_personas: int | None = None, max_calls: int | None = 30,
              max_classified: int | None = 100) -> dict[str, Any]:
     """Held-out accuracy/macro-F1 of a trained cross-encoder on ``split`` (personas unseen in training).
 
-    Examples are derived like the training script's (derivation settings read from ``recipe``; a seeded
-    sample of ``max_examples``). For ``task="events"`` the whole pipeline (``pattern_model_dir`` as its
+    Examples are derived like the training run's (its derivation settings and seed, read from the
+    ``training_args.json`` it saved, so CLI overrides count; ``seed`` overrides the seed; a seeded sample of
+    ``max_examples``). For ``task="events"`` the whole pipeline (``pattern_model_dir`` as its
     pattern step, else every pattern counts as partial) is also scored against the oracle with
     :func:`retrieval_metrics`, next to BM25 alone.
     """
@@ -163,10 +154,12 @@ def evaluate(model_dir: Path, dataset_dir: Path, split: str = "test", *, task: s
 
     from convohub.reqap.retrieve_pipeline import CrossEncoderRetriever
     from convohub.reqap.retrieve_training import TASKS, classification_metrics, data_config, load_examples
+    from convohub.training.runs import saved_arguments
 
     _check_task(task)
-    settings = _recipe(recipe)
-    config = data_config(settings, seed)
+    arguments = saved_arguments(model_dir)
+    seed = int(arguments["training"]["seed"]) if seed is None else seed
+    config = data_config(arguments["script"], seed)
     examples, stats = load_examples(dataset_dir, split, task, config, max_personas, max_examples)
     model = CrossEncoder(str(model_dir))
     results: dict[str, Any] = {"task": task, "split": split, "labels": dict(model.config.id2label),
@@ -246,8 +239,11 @@ def publish(target: HubTarget, profile: str, model_dir: Path, results: dict[str,
     task = _check_task(results["task"])
     name = model_name(profile, task)
     dataset_id = target.repo_id(DATASET_REPO)
-    base = str(_recipe(recipe)["model_name_or_path"])
-    base_model = BASE_MODELS.get(base, base)
+    from convohub.training.models import hub_id
+    from convohub.training.runs import saved_arguments
+
+    base = str(saved_arguments(model_dir)["script"]["model_name_or_path"])
+    base_model = hub_id(base) or base
     what = ("whether one candidate event (its `key: json(value)` lines) matches a RETRIEVE query: 2 classes, "
             "irrelevant / relevant" if task == "events" else
             "whether a key-value pattern of the candidate pool (`source: calendar, summary: ...`, or a whole "

@@ -155,11 +155,14 @@ def build_model(model_name_or_path: str, task: str, max_length: int) -> Any:
 def run(task: str, argv: Sequence[str] | None = None) -> dict[str, Any]:
     """Derive examples, train the task's cross-encoder, measure held-out accuracy before and after, save.
 
-    Returns (and writes to ``<output_dir>/eval_results.json``) the measured numbers.
+    Returns (and writes to ``<output_dir>/eval_results.json``) the measured numbers; the resolved arguments go
+    to ``<output_dir>/training_args.json`` (:func:`convohub.training.runs.save_arguments`) for evaluation.
     """
     from sentence_transformers.cross_encoder import CrossEncoderTrainer
     from sentence_transformers.cross_encoder.losses import CrossEntropyLoss
     from transformers import set_seed
+
+    from convohub.training.runs import save_arguments
 
     parser = make_parser()
     args, training_args = parser.parse_args_and_config(list(argv) if argv is not None else None,
@@ -198,7 +201,7 @@ def run(task: str, argv: Sequence[str] | None = None) -> dict[str, Any]:
 
     # 6. evaluate the (best) model again, 7. save
     after = classification_metrics(model, eval_ex, labels, training_args.per_device_eval_batch_size)
-    model.save_pretrained(str(out))
+    trainer.save_model(str(out))  # the main process writes; the resolved arguments and results beside it
     results: dict[str, Any] = {
         "task": task, "split": args.eval_split, "labels": {str(k): v for k, v in labels.items()},
         "before": before, "after": after, "accuracy_before": before["accuracy"],
@@ -207,7 +210,9 @@ def run(task: str, argv: Sequence[str] | None = None) -> dict[str, Any]:
         "epochs": float(training_args.num_train_epochs), "base_model": args.model_name_or_path,
         "max_length": args.max_length, "data_train": train_stats, "data_heldout": eval_stats,
     }
-    atomic_write_text(out / "eval_results.json", dump_json(results))
+    if trainer.is_world_process_zero():
+        save_arguments(out, script=args, training=training_args)
+        atomic_write_text(out / "eval_results.json", dump_json(results))
     print(f"{task}: held-out accuracy {before['accuracy']:.4f} -> {after['accuracy']:.4f}, "
           f"macro-F1 {before['f1_macro']:.4f} -> {after['f1_macro']:.4f}")
     if training_args.push_to_hub:  # pragma: no cover - needs the Hub

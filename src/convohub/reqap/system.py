@@ -1,5 +1,6 @@
 """Registers ReQAP as a release system over the PerQA release: the EXTRACT seq2seq, the two RETRIEVE
-cross-encoders (patterns: 3 classes, events: 2 classes) and the QUD decomposer are trained, each measured on
+cross-encoders (patterns: 3 classes, events: 2 classes) and the QUD decomposer (SmolLM2 + LoRA) are trained,
+each by its script under ``accelerate launch`` (:func:`convohub.training.runs.run_recipe`), each measured on
 the test personas (exact match; accuracy/macro-F1 and retrieval recall vs BM25; tree exact match and
 end-to-end Hit@1), published with those numbers in their cards, and the Space is exported.
 ``convohub reqap execute|ask|evaluate`` come from here (RAG/CodeGen baselines need an LLM: ``reqap evaluate``).
@@ -30,7 +31,7 @@ def _step_train_extract(ctx: Any) -> dict[str, Any]:
     from convohub.reqap import extract_model
 
     out = ctx.scratch("reqap", f"extract-{ctx.profile}")
-    extract_model.train(ctx.repo, ctx.profile, _perqa_dir(ctx), out, ctx.seed)
+    extract_model.train(ctx.repo, ctx.profile, _perqa_dir(ctx), out, ctx.seed, extra=ctx.train_overrides())
     return {"extract_model_dir": out}
 
 
@@ -38,8 +39,7 @@ def _step_evaluate_extract(ctx: Any) -> dict[str, Any]:
     from convohub.hub import atomic_write_text, dump_json
     from convohub.reqap import extract_model
 
-    results = extract_model.evaluate(Path(ctx.artifacts["extract_model_dir"]), _perqa_dir(ctx), "test",
-                                     recipe=extract_model.recipe_path(ctx.repo, ctx.profile), seed=ctx.seed)
+    results = extract_model.evaluate(Path(ctx.artifacts["extract_model_dir"]), _perqa_dir(ctx), "test")
     path = ctx.scratch("reqap") / "extract_eval.json"
     atomic_write_text(path, dump_json(results))
     return {"extract_eval_path": path, "extract_exact_match": results["exact_match"]}
@@ -59,7 +59,8 @@ def _train_retrieve(task: str) -> Any:
         from convohub.reqap import retrieve_model
 
         out = ctx.scratch("reqap", f"retrieve-{task}-{ctx.profile}")
-        retrieve_model.train(ctx.repo, ctx.profile, _perqa_dir(ctx), out, ctx.seed, task)
+        retrieve_model.train(ctx.repo, ctx.profile, _perqa_dir(ctx), out, ctx.seed, task,
+                             extra=ctx.train_overrides())
         return {f"retrieve_{task}_dir": out}
 
     return run
@@ -72,8 +73,7 @@ def _evaluate_retrieve(task: str) -> Any:
 
         patterns = ctx.artifacts.get("retrieve_patterns_dir") if task == "events" else None
         results = retrieve_model.evaluate(Path(ctx.artifacts[f"retrieve_{task}_dir"]), _perqa_dir(ctx), "test",
-                                          task=task, recipe=retrieve_model.recipe_path(ctx.repo, ctx.profile, task),
-                                          seed=ctx.seed, pattern_model_dir=Path(patterns) if patterns else None)
+                                          task=task, pattern_model_dir=Path(patterns) if patterns else None)
         path = ctx.scratch("reqap") / f"retrieve_{task}_eval.json"
         atomic_write_text(path, dump_json(results))
         return {f"retrieve_{task}_eval_path": path}
@@ -97,18 +97,19 @@ def _step_train_qud(ctx: Any) -> dict[str, Any]:
     from convohub.reqap import qud_model
 
     out = ctx.scratch("reqap", f"qud-{ctx.profile}")
-    qud_model.train(ctx.repo, ctx.profile, _perqa_dir(ctx), out, ctx.seed)
+    qud_model.train(ctx.repo, ctx.profile, _perqa_dir(ctx), out, ctx.seed, extra=ctx.train_overrides())
     return {"qud_model_dir": out}
 
 
 def _step_evaluate_qud(ctx: Any) -> dict[str, Any]:
-    """Tree exact match and end-to-end Hit@1 of the trained QUD on 100 test questions, executed with the BM25
+    """Step/tree exact match and end-to-end Hit@1 of the base model and of the trained QUD on the same seeded
+    sample of test questions (:data:`~convohub.reqap.qud_model.RELEASE_QUESTIONS`), executed with the BM25
     first stage and the lookup extractor (the tiny cross-encoders recall less than BM25; see their cards)."""
     from convohub.hub import atomic_write_text, dump_json
     from convohub.reqap import qud_model
 
-    results = qud_model.evaluate(Path(ctx.artifacts["qud_model_dir"]), _perqa_dir(ctx), "test", max_questions=100,
-                                 seed=ctx.seed)
+    results = qud_model.evaluate_with_base(Path(ctx.artifacts["qud_model_dir"]), _perqa_dir(ctx), "test",
+                                           seed=ctx.seed)
     path = ctx.scratch("reqap") / "qud_eval.json"
     atomic_write_text(path, dump_json(results))
     return {"qud_eval_path": path}

@@ -175,12 +175,14 @@ def compare_on_gold(backend: Any | None, cache_dir: Path | None = None, *, promp
     """
     from convohub.llm import CachedBackend
     from convohub.wildfeedback.identify import identify_many, labeller_label
+    from convohub.wildfeedback.turn_prompts import MIN_ATTEMPTS
 
     gold = list(load_gold())
     rules_name = labeller_label(None)
     llm_name = labeller_label(backend, prompt_style) if backend is not None else None
     fingerprint = {"gold": gold_digest(), "rules": rules_name, "llm": llm_name,
-                   "identity": backend.identity() if backend is not None else None, "attempts": max_attempts}
+                   "identity": backend.identity() if backend is not None else None, "attempts": max_attempts,
+                   "split_min_attempts": MIN_ATTEMPTS}
     path = cache_dir / "gold_agreement.json" if cache_dir is not None else None
     if path is not None and path.exists():
         saved = json.loads(path.read_text(encoding="utf-8"))

@@ -58,8 +58,9 @@ class AlignmentArguments:
                 "not 'test')"})
     train_split: str = field(default="train")
     variant: str | None = field(default=None, metadata={
-        "help": "train only on rows of this preference variant (the `variant` column: `expert`, `on_policy`, "
-                "...; the paper's Table 6 trains one model per variant); default: every row"})
+        "help": "train only on rows of this preference variant (the `variant` column: `expert`, "
+                "`on_policy:<policy model>`; `on_policy` selects every policy; the paper's Table 6 trains one model "
+                "per variant); default: every row"})
     max_train_samples: int | None = field(default=None, metadata={
         "help": "cap on training pairs (taken after shuffling with the seed)"})
     max_prompt_length: int = field(default=3072, metadata={
@@ -449,14 +450,19 @@ def run_lr_grid(script_args: AlignmentArguments, training_args: Any,
 
 
 # ------------------------------------------------------------------------------------------ stage runs
+def _variant_matches(value: str, variant: str) -> bool:
+    """``on_policy`` selects every on-policy variant (``on_policy:<policy model>``); a full name selects one."""
+    return value == variant or value.startswith(variant + ":")
+
+
 def select_variant(rows: Any, variant: str | None, source: str) -> Any:
     """Only the rows of preference ``variant`` (None: all rows); an unknown variant names the ones present."""
     if not variant:
         return rows
     present = sorted(set(rows["variant"])) if "variant" in rows.column_names else []
-    if variant not in present:
+    if not any(_variant_matches(v, variant) for v in present):
         raise ValueError(f"{source}: no training rows of variant {variant!r}; variants present: {present}")
-    return rows.filter(lambda v: v == variant, input_columns="variant")
+    return rows.filter(lambda v: _variant_matches(v, variant), input_columns="variant")
 
 
 def _load_split(script_args: AlignmentArguments, tokenizer: Any, stage: str, seed: int) -> tuple[Any, Any, dict]:
@@ -731,7 +737,8 @@ def publish(target: Any, profile: str, model_dir: Path, results: Mapping[str, An
         for key, setting in (("with_checklist", "with checklist"), ("without_checklist", "without checklist")):
             r = comparison.get(key)
             if r:
-                rows.append([f"{BASELINE_LABELS.get(label, label)} (`{comparison['baseline']}`)", setting,
+                shown = hub_id(str(comparison["baseline"])) or Path(str(comparison["baseline"])).name
+                rows.append([f"{BASELINE_LABELS.get(label, label)} (`{shown}`)", setting,
                              _pct(r["win"]), _pct(r["tie"]), _pct(r["lose"]),
                              "n/a" if _nan(r["mean_reward"]) else f"{r['mean_reward']:.1f}", r["n_judged"],
                              r["parse_failures"]])

@@ -2,7 +2,7 @@
 
 Prints the paper's Table 2 columns (win/tie/lose % with and without the checklist) plus judged counts and
 parse failures, and writes the full results (with a few example answers) as JSON when ``--out`` is given.
-Exit status 0, or 2 for a usage error (missing dataset or judge).
+Exit status 0, or 2 for a usage error (missing dataset, or no judge named).
 """
 
 from __future__ import annotations
@@ -31,8 +31,10 @@ def add_evaluate_cli(subparsers: Any) -> argparse.ArgumentParser:
     p.add_argument("--limit", type=int, default=None, help="evaluate only the first N instances")
     p.add_argument("--judge-base-url", default=None, help="OpenAI-compatible endpoint of the judge (paper: GPT-4o)")
     p.add_argument("--judge-model", default=None,
-                   help="judge model name at --judge-base-url, or a local chat model folder, or 'lexical' for the "
-                        "offline rule-based stand-in (plumbing checks only); default: CONVOHUB_LLM_* environment")
+                   help="judge model name at --judge-base-url; without it 'smollm2' (the offline SmolLM2-135M-"
+                        "Instruct, pointwise yes/no log-odds), 'lexical' (word-overlap stand-in, plumbing checks "
+                        "only) or a local chat model folder; default: the CONVOHUB_LLM_* endpoint, and without one "
+                        "the command refuses (a judge is always named)")
     p.add_argument("--model-base-url", default=None, help="serve --model from this endpoint instead of loading it")
     p.add_argument("--baseline-base-url", default=None, help="serve --baseline from this endpoint")
     p.add_argument("--max-new-tokens", type=int, default=256, help="answer length (default: %(default)s)")
@@ -66,5 +68,5 @@ def run_evaluate(args: argparse.Namespace) -> int:
         atomic_write_text(args.out, dump_json(results))
         print(f"results: {args.out}")
     else:
-        print(json.dumps({k: results[k] for k in ("with_checklist", "without_checklist")}, sort_keys=True))
+        print(json.dumps(results["comparisons"], sort_keys=True, default=str))
     return 0

@@ -126,7 +126,7 @@ def evaluate(model: str, baseline: str | Mapping[str, str], dataset: str | Path,
     answers: dict[str, list[str]] = {}
     for key, name, url in (("model", model, model_base_url),
                            *((label, name, baseline_base_url) for label, name in baselines.items())):
-        backend = response_backend(name, url)
+        backend = response_backend(name, url, batch_size=16)
         answers[key] = generate_responses(backend, prompts, max_new_tokens=max_new_tokens,
                                           max_prompt_length=max_prompt_length)
         del backend  # free a local model before loading the next one

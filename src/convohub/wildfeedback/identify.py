@@ -159,6 +159,8 @@ class Outcome:
 def default_prompt_style(backend: ChatBackend) -> str:
     """``"split"`` for a local model or SmolLM2 behind a server (it cannot follow the full prompt: measured),
     ``"full"`` (the paper's single prompt) for any other endpoint."""
+    while isinstance(getattr(backend, "inner", None), ChatBackend):  # a cache or other wrapper
+        backend = backend.inner
     model = str(getattr(backend, "model_id", "")).lower()
     return "split" if backend.kind == "local" or "smollm2" in model else "full"
 

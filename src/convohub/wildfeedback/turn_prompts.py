@@ -7,14 +7,16 @@ fails after 3 attempts). Split into the smallest questions, each with a closed a
 1. ``reaction`` -- one user turn T-k (k >= 2) with the AI reply just before it as context: is the user
    satisfied, dissatisfied, or neither? Answered with one letter (A/B/C);
 2. ``sat_label`` / ``dsat_label`` -- only for a satisfied (dissatisfied) turn: the one SPUR label that fits
-   best, chosen from the closed list with its definition.
+   best, chosen from the closed list with a one-line gloss each, after two worked examples (without them
+   the model answers with prose).
 
 T-1 has no previous AI reply, so it never gets a feedback label (as in the full prompt). The SPUR fields
 that carry no feedback signal (summary, state, preceding-turn relation, domain, intent) are filled by the
 rule labeller around the model's feedback labels (:func:`convohub.wildfeedback.rules.label_turns` with
 ``feedback=``), and the labeller name says so. Answers are parsed leniently (a letter, a word, a label
 name anywhere in the text); an unparseable answer is retried with sampling (new seed) up to
-``max_attempts`` calls and then reported as a failure naming the turn and the question -- never guessed.
+``max(max_attempts, MIN_ATTEMPTS)`` calls and then reported as a failure naming the turn and the question --
+never guessed.
 """
 
 from __future__ import annotations
@@ -24,19 +26,32 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 
 from convohub.llm import ChatBackend, ChatRequest, run_chat
-from convohub.wildfeedback.labels import (
-    DSAT_DEFINITIONS,
-    NA,
-    SAT_DEFINITIONS,
-    FeedbackResult,
-)
+from convohub.wildfeedback.labels import NA, FeedbackResult
 from convohub.wildfeedback.rules import LABELLER_NAME, label_turns
 
 #: Characters of the AI reply and of the user message shown in one question; feedback sits in the
-#: user's words, the reply is only context.
-CONTEXT_CHARS = 300
+#: user's words, the reply is only context (and prompt length is most of a small model's cost on CPU).
+CONTEXT_CHARS = 200
 MESSAGE_CHARS = 400
-MAX_NEW_TOKENS = 8
+MAX_NEW_TOKENS = 6
+#: Calls per question at least: a one-label question costs a few percent of a full prompt, and SmolLM2's
+#: sampled retries find a listed label within six tries where three often are not enough (measured).
+MIN_ATTEMPTS = 6
+#: One-line glosses of the SPUR labels (the full definitions are in :mod:`convohub.wildfeedback.labels`),
+#: short so that the closed list stays a short prompt.
+SAT_GLOSSES = {
+    "Gratitude": "thanks the AI", "Learning": "learned something new", "Compliance": "followed the advice, or it worked",
+    "Praise": "praises the answer", "Personal_Details": "shares personal details", "Humor": "jokes or teases",
+    "Acknowledgment": "understands or agrees", "Positive_Closure": "ends the chat on a happy note",
+    "Getting_There": "better, but not there yet",
+}
+DSAT_GLOSSES = {
+    "Negative_Feedback": "frustrated or annoyed", "Revision": "asks to redo or change the answer",
+    "Factual_Error": "says the answer is wrong", "Unrealistic_Expectation": "wants what the AI cannot do",
+    "No_Engagement": "ignores the AI's questions", "Ignored": "says the request was ignored",
+    "Lower_Quality": "says it was better before or elsewhere", "Insufficient_Detail": "wants more detail",
+    "Style": "wants another style, length or format",
+}
 REACTIONS = {"A": "sat", "B": "dsat", "C": "none"}
 
 _SYSTEM = "You classify how a user reacts to an AI assistant's reply. Answer with one letter."
@@ -49,14 +64,16 @@ A. Satisfied: thanks, praise, agrees, or says it worked
 B. Dissatisfied: complains, corrects a mistake, or asks to change the reply
 C. Neither: asks something new or continues
 Answer with A, B or C."""
-_LABEL_SYSTEM = "You label user feedback. Answer with one label from the list."
-_LABEL = """\
-AI reply: {ai}
-User message: {user}
-
-The user is {mood} with the AI reply. Which label fits the user message best?
-{options}
-Answer with the label name only."""
+_LABEL_SYSTEM = "Label the user's message with one of these labels:\n{options}\nAnswer with the label only."
+_TURN = "AI reply: {ai}\nUser message: {user}\nLabel of the user message:"
+#: Two worked examples per polarity (written for convohub, different labels so neither is simply copied):
+#: without them SmolLM2-135M answers the closed list with prose ("To complete the feedback, consider...").
+_LABEL_SHOTS = {
+    "sat": (("Restart the router and wait a minute.", "Thanks, that fixed it!", "Compliance"),
+            ("Octopuses have three hearts.", "Wow, I never knew that.", "Learning")),
+    "dsat": (("The capital of Canada is Toronto.", "No, it's Ottawa.", "Factual_Error"),
+             ("Here is a 400-word summary of the report ...", "Way too long, use bullet points.", "Style")),
+}
 
 
 def labeller_name(backend: ChatBackend) -> str:
@@ -76,18 +93,20 @@ def reaction_messages(ai: str, user: str) -> list[dict[str, str]]:
 
 
 def _choices(polarity: str) -> tuple[str, ...]:
-    table = SAT_DEFINITIONS if polarity == "sat" else DSAT_DEFINITIONS
-    return tuple(label for label in table if label != NA)
+    return tuple(SAT_GLOSSES if polarity == "sat" else DSAT_GLOSSES)
 
 
 def label_messages(ai: str, user: str, polarity: str) -> list[dict[str, str]]:
-    table = SAT_DEFINITIONS if polarity == "sat" else DSAT_DEFINITIONS
-    options = "\n".join(f"- {label}: {table[label]}" for label in _choices(polarity))
-    mood = "satisfied" if polarity == "sat" else "dissatisfied"
-    return [{"role": "system", "content": _LABEL_SYSTEM},
-            {"role": "user", "content": _LABEL.format(ai=_clip(ai, CONTEXT_CHARS) or "(none)",
-                                                      user=_clip(user, MESSAGE_CHARS), mood=mood,
-                                                      options=options)}]
+    """The closed label list as the system message, two worked examples, then the turn."""
+    table = SAT_GLOSSES if polarity == "sat" else DSAT_GLOSSES
+    options = "\n".join(f"- {label}: {gloss}" for label, gloss in table.items())
+    messages = [{"role": "system", "content": _LABEL_SYSTEM.format(options=options)}]
+    for shot_ai, shot_user, label in _LABEL_SHOTS[polarity]:
+        messages += [{"role": "user", "content": _TURN.format(ai=shot_ai, user=shot_user)},
+                     {"role": "assistant", "content": label}]
+    messages.append({"role": "user", "content": _TURN.format(ai=_clip(ai, CONTEXT_CHARS) or "(none)",
+                                                             user=_clip(user, MESSAGE_CHARS))})
+    return messages
 
 
 _WORDS = (("dissatisfied", "dsat"), ("unsatisfied", "dsat"), ("not satisfied", "dsat"), ("satisfied", "sat"),
@@ -130,7 +149,7 @@ def parse_label(text: str | None, polarity: str) -> str | None:
 
 def _request(messages: list[dict[str, str]], attempt: int) -> ChatRequest:
     """Attempt 0 is greedy; a retry samples with its own seed, since a greedy retry repeats itself."""
-    params = {"temperature": 0.0} if attempt == 0 else {"temperature": 0.7, "seed": attempt}
+    params = {"temperature": 0.0} if attempt == 0 else {"temperature": 1.0, "seed": attempt}
     return ChatRequest(messages=messages, max_new_tokens=MAX_NEW_TOKENS, **params)
 
 
@@ -188,7 +207,9 @@ class SplitOutcome:
 
 def identify_split(conversations: Sequence[Sequence[Mapping[str, str]]], backend: ChatBackend, *,
                    max_attempts: int = 3, progress: bool = True) -> list[SplitOutcome]:
-    """Label many conversations with the split prompts; all questions of a round go out as one batch."""
+    """Label many conversations with the split prompts; all questions of a round go out as one batch.
+    Each question gets ``max(max_attempts, MIN_ATTEMPTS)`` calls at most."""
+    max_attempts = max(max_attempts, MIN_ATTEMPTS)
     contexts = [user_turns_with_context(turns) for turns in conversations]
     reactions = [_Question(c, k, "reaction", reaction_messages(ai, user))
                  for c, ctx in enumerate(contexts) for k, (ai, user) in enumerate(ctx, 1) if k >= 2]
