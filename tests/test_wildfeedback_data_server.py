@@ -1,10 +1,10 @@
-"""The LLM paths of the WildFeedback pipeline against a real `transformers serve` process serving the
-converted SmolLM2-135M-Instruct folder (:func:`convohub.models.smollm2_path`).
+"""The LLM paths of the WildFeedback pipeline against real `transformers serve` processes.
 
-Through the endpoint, the split prompts label a conversation and the result names the served model; the
-paper's full prompt with a 16-token budget cannot be answered, which proves the failure path: every
-request reaches the server, every invalid answer is retried and then counted, and no label, summary or
-pair is guessed.
+Labelling runs against a server of the converted SmolLM2-135M-Instruct folder
+(:func:`convohub.models.smollm2_path`): the split prompts label a conversation and the result names the
+served model. The failure paths run against the random tiny model, whose garbage proves the plumbing:
+every request reaches the server, every invalid answer is retried and then counted, and no label,
+summary or pair is guessed (SmolLM2 would need minutes of CPU per full 2,000-token prompt for the same).
 """
 
 from __future__ import annotations
@@ -12,7 +12,12 @@ from __future__ import annotations
 from pathlib import Path
 
 import pytest
-from _serving import served_fixture  # noqa: F401  (pytest fixture)
+from _serving import (  # noqa: F401  (pytest fixtures)
+    served_fixture,
+    served_smollm2_fixture,
+    smollm2_fixture,
+    tiny_causal_fixture,
+)
 
 from convohub.llm import EndpointBackend
 from convohub.wildfeedback import IdentificationError, identify
@@ -30,29 +35,21 @@ CONV = {"conversation_id": "c1", "user_id": "u_test", "turns": [
 ]}
 
 
-@pytest.fixture(scope="module", name="tiny_causal")
-def served_model() -> Path:
-    """The folder `served` serves (the shared fixture is parameterised through this name): SmolLM2 here."""
-    from convohub.models import smollm2_path
-
-    return smollm2_path()
-
-
 def _endpoint(served: tuple[str, str]) -> EndpointBackend:
     url, model = served
     return EndpointBackend(url, model, max_concurrency=2, max_retries=1, timeout=120, backoff=(0.1, 1.0))
 
 
-def test_smollm2_labels_through_the_server_with_split_prompts(served: tuple[str, str]) -> None:
-    endpoint = _endpoint(served)
+def test_smollm2_labels_through_the_server_with_split_prompts(served_smollm2: tuple[str, str]) -> None:
+    endpoint = _endpoint(served_smollm2)
     assert default_prompt_style(endpoint) == "split"  # SmolLM2 behind a server gets the split prompts
     result = identify(CONV["turns"], endpoint)
-    assert served[1] in result.labeller and "split prompts" in result.labeller
+    assert served_smollm2[1] in result.labeller and "split prompts" in result.labeller
     assert len(result.turns) == 2 and result.turns[0].dissatisfaction == ["N/A"]
     assert endpoint.stats["successes"] >= 1  # the reaction of T-2 (and its label when it has one)
 
 
-def test_unanswerable_full_prompt_is_a_counted_failure(served: tuple[str, str], tmp_path: Path) -> None:
+def test_garbage_labels_are_counted_failures(served: tuple[str, str], tmp_path: Path) -> None:
     endpoint = _endpoint(served)
     with pytest.raises(IdentificationError) as info:
         identify(CONV["turns"], endpoint, max_attempts=2, max_new_tokens=16, prompt_style="full")
@@ -68,12 +65,16 @@ def test_unanswerable_full_prompt_is_a_counted_failure(served: tuple[str, str], 
     assert endpoint.stats["http_calls"] == calls  # resumed from the stage file: no new call
 
 
-def test_on_policy_keeps_only_judged_wins(served: tuple[str, str]) -> None:
+def test_on_policy_judge_failures_keep_nothing(served: tuple[str, str]) -> None:
     from convohub.wildfeedback.identify import identify as offline_identify
 
     result = offline_identify(CONV["turns"])
     skeletons, _ = episode_rows(CONV, result, rule_summary(CONV["turns"], result))
     endpoint = _endpoint(served)
-    pairs, counts = on_policy_pairs(skeletons, endpoint, endpoint, max_new_tokens=12, judge_max_new_tokens=8)
-    outcomes = sum(v for k, v in counts.items() if k.startswith(("judge_", "dropped_")))
-    assert outcomes == len(skeletons) == 1 and counts["pairs"] == len(pairs) == counts.get("judge_win", 0)
+    pairs, counts = on_policy_pairs(skeletons, endpoint, endpoint, max_new_tokens=12, judge_max_new_tokens=8,
+                                    moderator=endpoint)
+    assert pairs == [] and counts["pairs"] == 0
+    # the random model's garbage is no "safe": the moderator keeps nothing, so nothing reaches the judge
+    assert counts["moderated_responses"] == 2 and counts["dropped_moderation_unanswered"] >= 1
+    assert counts["dropped_moderation"] + counts["judge_parse_failure"] + counts["dropped_generation_failed"] + \
+        counts["dropped_chosen_equals_rejected"] == len(skeletons) == 1

@@ -8,7 +8,8 @@ is skipped on the next run when that file exists for the same settings; LLM call
 2. ``summaries`` -- preference summaries of the DSAT conversations;
 3. ``pairs`` -- preference pairs: the expert variant always, the on-policy variant when a policy and a
    judge are given (kept only when the checklist judge prefers the guided response: outcome "win"; ties,
-   losses and judge parse failures are dropped and counted); pairs with chosen == rejected dropped;
+   losses and judge parse failures are dropped and counted); pairs with chosen == rejected dropped; every
+   generated response passes the moderator (:mod:`convohub.wildfeedback.moderation`) first;
 4. ``split`` -- test users' pairs -> clustered, de-duplicated test set; everyone else's -> train.
 
 Offline (no backend) the expert "chosen" response is the conversation's own later assistant response that
@@ -64,6 +65,8 @@ class Backends:
     expert: ChatBackend | None = None
     policy: ChatBackend | None = None
     judge: ChatBackend | None = None
+    #: reviews every generated response before it enters a pair; required when anything is generated
+    moderator: ChatBackend | None = None
     labeller_style: str | None = None
 
     def models(self) -> dict[str, ChatBackend | None]:
@@ -76,7 +79,7 @@ class Backends:
         return out
 
 
-_ROLES = ("labeller", "summariser", "expert", "policy", "judge")
+_ROLES = ("labeller", "summariser", "expert", "policy", "judge", "moderator")
 
 
 @dataclass
@@ -178,16 +181,38 @@ def _generate(backend: ChatBackend, chats: Sequence[list[dict[str, str]]], max_n
     return [r.text.strip() if r.ok and r.text.strip() else None for r in responses]
 
 
-def expert_pairs(skeletons: Sequence[dict], backend: ChatBackend | None, max_new_tokens: int) -> tuple[list[dict],
-                                                                                                         Counter]:
+def _moderated(texts: list[str | None], moderator: ChatBackend, counts: Counter) -> list[str | None]:
+    """``texts`` with every response the moderator did not call safe replaced by None (counted)."""
+    from convohub.wildfeedback.moderation import moderate
+
+    present = [i for i, t in enumerate(texts) if t is not None]
+    verdicts = moderate([texts[i] for i in present], moderator)
+    out = list(texts)
+    for i, verdict in zip(present, verdicts, strict=True):
+        if not verdict.keep:
+            counts["dropped_moderation_flagged" if verdict.flagged else "dropped_moderation_unanswered"] += 1
+            out[i] = None
+    counts["moderated_responses"] += len(present)
+    return out
+
+
+def expert_pairs(skeletons: Sequence[dict], backend: ChatBackend | None, max_new_tokens: int,
+                 moderator: ChatBackend | None = None) -> tuple[list[dict], Counter]:
+    """Expert variant: the response generated with the preferences (moderated), or offline the conversation's
+    own revised response."""
     counts: Counter[str] = Counter(episodes=len(skeletons))
     if backend is None:
         chosen = [s["revised"] for s in skeletons]
     else:
+        if moderator is None:
+            raise ValueError("expert responses are generated: pass a moderator (Backends.moderator)")
         chosen = _generate(backend, [guided_messages(s["prompt"], s["preferences"]) for s in skeletons],
                            max_new_tokens, "expert responses")
+    moderated = chosen if backend is None else _moderated(chosen, moderator, counts)
     out = []
-    for s, c in zip(skeletons, chosen, strict=True):
+    for s, c, kept in zip(skeletons, chosen, moderated, strict=True):
+        if c is not None and kept is None:
+            continue  # the moderator did not call it safe (counted in _moderated)
         if c is None:
             counts["dropped_no_chosen" if backend is None else "dropped_generation_failed"] += 1
         elif _same(c, s["rejected"]):
@@ -199,17 +224,21 @@ def expert_pairs(skeletons: Sequence[dict], backend: ChatBackend | None, max_new
 
 
 def on_policy_pairs(skeletons: Sequence[dict], policy: ChatBackend, judge: ChatBackend,
-                    max_new_tokens: int, judge_max_new_tokens: int = 1024) -> tuple[list[dict], Counter]:
-    """Policy with vs without preferences, kept when the checklist judge prefers the guided one."""
+                    max_new_tokens: int, judge_max_new_tokens: int = 1024, *,
+                    moderator: ChatBackend) -> tuple[list[dict], Counter]:
+    """Policy with vs without preferences, both moderated, kept when the checklist judge prefers the guided one."""
     from convohub.metrics.checklist_judge import judge_pairs
 
     counts: Counter[str] = Counter(episodes=len(skeletons))
     guided = _generate(policy, [guided_messages(s["prompt"], s["preferences"]) for s in skeletons],
                        max_new_tokens, "on-policy guided")
     plain = _generate(policy, [list(s["prompt"]) for s in skeletons], max_new_tokens, "on-policy zero-shot")
+    guided_ok, plain_ok = _moderated(guided, moderator, counts), _moderated(plain, moderator, counts)
     ready = []
-    for s, g, p in zip(skeletons, guided, plain, strict=True):
-        if g is None or p is None:
+    for s, g, p, g_ok, p_ok in zip(skeletons, guided, plain, guided_ok, plain_ok, strict=True):
+        if g is not None and p is not None and (g_ok is None or p_ok is None):
+            counts["dropped_moderation"] += 1
+        elif g is None or p is None:
             counts["dropped_generation_failed"] += 1
         elif _same(g, p):
             counts["dropped_chosen_equals_rejected"] += 1
@@ -226,7 +255,8 @@ def on_policy_pairs(skeletons: Sequence[dict], policy: ChatBackend, judge: ChatB
         outcome = j.outcome
         counts[f"judge_{outcome or 'parse_failure'}"] += 1
         if outcome == "win":
-            out.append({**s, "variant": VARIANT_ON_POLICY, "chosen": g, "rejected": p})
+            # the policy is part of the variant ("on_policy:<model>"), so variants sit side by side (Table 6)
+            out.append({**s, "variant": f"{VARIANT_ON_POLICY}:{policy.model_id}", "chosen": g, "rejected": p})
     counts["pairs"] = len(out)
     return out, counts
 
@@ -244,6 +274,9 @@ def run_pipeline(conversations: Sequence[Mapping[str, Any]], work: Path, backend
     """Run every stage over normalised (PII-scrubbed) conversation records; see the module docstring."""
     backends = backends or Backends()
     settings = settings or Settings()
+    if (backends.expert is not None or backends.policy is not None) and backends.moderator is None:
+        raise ValueError("the pipeline generates responses (expert or policy backend given) but has no "
+                         "moderator: pass Backends(moderator=...) (an LLM; its name goes into the card)")
     work.mkdir(parents=True, exist_ok=True)
     b = Backends(**{k: _cached(v, work) for k, v in backends.models().items()},
                  labeller_style=backends.labeller_style)
@@ -297,11 +330,11 @@ def run_pipeline(conversations: Sequence[Mapping[str, Any]], work: Path, backend
                 rows, d = episode_rows(c, results[c["conversation_id"]], summaries[c["conversation_id"]])
                 skeletons.extend(rows)
                 dropped.update(d)
-        expert, expert_counts = expert_pairs(skeletons, b.expert, settings.response_max_new_tokens)
+        expert, expert_counts = expert_pairs(skeletons, b.expert, settings.response_max_new_tokens, b.moderator)
         value: dict[str, Any] = {"skeleton_drops": dict(dropped), "expert": expert, "expert_counts": dict(expert_counts)}
         if b.policy is not None and b.judge is not None:
             policy_rows, policy_counts = on_policy_pairs(skeletons, b.policy, b.judge,
-                                                         settings.response_max_new_tokens)
+                                                         settings.response_max_new_tokens, moderator=b.moderator)
             value.update(on_policy=policy_rows, on_policy_counts=dict(policy_counts))
         return value
 

@@ -39,9 +39,10 @@ def _backends(llm: Any, policy: str | None = None, judge: str | None = None, *, 
     policy = policy or os.environ.get(POLICY_ENV) or None
     judge = judge or os.environ.get(JUDGE_ENV) or None
     judge_backend = make_backend(judge) if judge else llm
+    # generated responses are reviewed by the configured LLM (else the judge's model) before they enter a pair
     return Backends(labeller=llm if labeller == "llm" else labeller, summariser=llm, expert=llm,
                     policy=make_backend(policy) if policy else None, judge=judge_backend,
-                    labeller_style=labeller_style)
+                    moderator=llm if llm is not None else judge_backend, labeller_style=labeller_style)
 
 
 def offline_labeller(local_llm: Any, cache_dir: Path, log: Any = print) -> tuple[Any, str | None, dict[str, Any]]:
@@ -82,7 +83,10 @@ def _build_dataset(ctx: Any, source: Path | None) -> Path:
                                                                               test_per_cluster=10)
     users = int(os.environ.get(USERS_ENV, DEFAULT_USERS))
     labeller, style, comparison = _labelling(ctx)
-    ctx.log(f"feedback labeller: {comparison['chosen'] if ctx.llm is None and not ctx.use_rules else 'by name'}")
+    from convohub.wildfeedback.identify import labeller_label
+
+    how = "named by --llm" if ctx.use_rules or ctx.llm is not None else "agreed better on the hand-labelled set"
+    ctx.log(f"feedback labeller: {labeller_label(labeller, style)} ({how})")
     return build_from_pipeline(ctx.target, ctx.repo, ctx.scratch("wildfeedback", f"pipeline-{ctx.profile}"),
                                backends=_backends(ctx.llm, labeller=labeller, labeller_style=style),
                                settings=settings, n_users=users, gold_comparison=comparison)
@@ -101,26 +105,52 @@ def _dataset_dir(ctx: Any) -> Path:
 
 
 def _step_train(ctx: Any) -> dict[str, Any]:
-    """SFT on the chosen responses, then DPO with the SFT model as the reference (training/wildfeedback_*)."""
+    """SFT on the chosen responses, then DPO with the SFT model as the reference: each stage's script
+    (training/wildfeedback_*) launched with ``accelerate launch`` and the profile's recipe."""
     from convohub.wildfeedback import alignment
 
     out = ctx.scratch("wildfeedback", f"align-{ctx.profile}")
-    dpo_dir = alignment.train(ctx.repo, ctx.profile, _dataset_dir(ctx), out, ctx.seed)
+    dpo_dir = alignment.train(ctx.repo, ctx.profile, _dataset_dir(ctx), out, ctx.seed,
+                              sft_args=ctx.train_overrides(), dpo_args=ctx.train_overrides())
     return {"wildfeedback_sft_dir": out / "sft", "wildfeedback_dpo_dir": dpo_dir}
 
 
+#: Tiny profile: test instances judged and answer length, sized so train + evaluate fit ~7 min on 2 cores.
+TINY_EVAL_ITEMS, TINY_EVAL_NEW_TOKENS = 16, 48
+
+
+def _release_judge(ctx: Any) -> Any:
+    """The named judge of the release: the lexical stand-in with ``--llm rules``, else the configured LLM or
+    the offline SmolLM2 model (answers cached in the work dir)."""
+    from convohub.metrics.checklist_judge import LexicalChecklistJudge
+
+    return LexicalChecklistJudge() if ctx.use_rules else ctx.chat_llm()
+
+
 def _step_evaluate(ctx: Any) -> dict[str, Any]:
-    """Table 2 of the paper for this release: the aligned model against its base, judged with and without
-    the checklist. Offline the judge is the transparent word-overlap rule; a configured LLM judges instead."""
+    """Table 2 of the paper for this release: the DPO model against the SFT model and against the base model,
+    judged with and without the checklist by the named judge, plus the judge's agreement with the
+    hand-labelled judge set (and the lexical stand-in's, for comparison)."""
     from convohub.hub import atomic_write_text, dump_json
+    from convohub.metrics.checklist_judge import LexicalChecklistJudge, judge_agreement
+    from convohub.models import cache_root
     from convohub.wildfeedback import alignment, evaluation
 
-    judge = {"judge": ctx.llm} if ctx.llm is not None else {"judge_model": "lexical"}
-    dpo_dir = Path(ctx.artifacts["wildfeedback_dpo_dir"])
-    results = evaluation.evaluate(str(dpo_dir), alignment.base_model_of(ctx.repo, ctx.profile), _dataset_dir(ctx),
-                                  max_new_tokens=48 if ctx.profile == "tiny" else 512,
-                                  max_prompt_length=alignment.read_results(dpo_dir)["max_prompt_length"],
-                                  cache_dir=ctx.scratch("wildfeedback", "judge-cache"), **judge)
+    judge = _release_judge(ctx)
+    # measured once per machine and judge revision (the figures, not the verdicts, are cached)
+    agreement = {"judge": judge_agreement(judge, cache_dir=cache_root() / "judge-agreement")}
+    if not isinstance(judge, LexicalChecklistJudge):
+        agreement["lexical"] = judge_agreement(LexicalChecklistJudge())
+    ctx.log("judge agreement on the hand-labelled set: " + alignment._agreement_line(agreement))
+    dpo_dir, sft_dir = Path(ctx.artifacts["wildfeedback_dpo_dir"]), Path(ctx.artifacts["wildfeedback_sft_dir"])
+    tiny = ctx.profile == "tiny"
+    results = evaluation.evaluate(
+        str(dpo_dir), {"sft": str(sft_dir), "base": alignment.base_model_of(ctx.repo, ctx.profile)},
+        _dataset_dir(ctx), judge=judge, limit=TINY_EVAL_ITEMS if tiny else None,
+        max_new_tokens=TINY_EVAL_NEW_TOKENS if tiny else 512,
+        max_prompt_length=alignment.read_results(dpo_dir)["max_prompt_length"])
+    results["judge_agreement"] = agreement
+    ctx.log(evaluation.format_table(results))
     path = ctx.scratch("wildfeedback") / "alignment_eval.json"
     atomic_write_text(path, dump_json(results))
     return {"wildfeedback_eval_path": path}
@@ -261,27 +291,34 @@ def _benchmark_reference(row: Any) -> dict[str, Any]:
     return {"prompt": row["prompt"], "preferences": row["preferences"], "chosen": row["chosen"]}
 
 
-def _score_checklist(predictions: list[Any], references: list[Any]) -> dict[str, float]:
+def _score_checklist(predictions: list[Any], references: list[Any], judge: Any) -> dict[str, Any]:
     """Win/tie/lose of the submitted responses against the test set's expert (preference-guided) responses,
-    with and without the checklist; the judge is the endpoint in ``CONVOHUB_LLM_*`` when set, else the
-    lexical stand-in (printed as ``judge``: compare only scores made with the same judge)."""
-    from convohub.llm import backend_from_env
-    from convohub.metrics.checklist_judge import judge_pairs, summarise_judgements
-    from convohub.wildfeedback.evaluation import LexicalChecklistJudge
+    with and without the checklist, by the named ``judge`` (``convohub evaluate wildfeedback ... --judge``;
+    its name is returned as ``judge`` and goes into the model-index metric names: compare only scores made
+    with the same judge)."""
+    from convohub.metrics.checklist_judge import default_prompt_style, judge_pairs, summarise_judgements
 
-    judge = backend_from_env() or LexicalChecklistJudge()
     histories = [[{"role": str(m["role"]), "content": str(m["content"])} for m in r["prompt"][:-1]]
                  for r in references]
     queries = [str(r["prompt"][-1]["content"]) for r in references]
     checklists = [[str(x) for x in (r["preferences"] or [])] for r in references]
+    style = default_prompt_style(judge)
     scores: dict[str, Any] = {}
     for name, with_checklist in (("checklist", True), ("no_checklist", False)):
         summary = summarise_judgements(judge_pairs([p or "" for p in predictions], [r["chosen"] for r in references],
                                                    histories, queries, checklists, judge,
-                                                   with_checklist=with_checklist))
+                                                   with_checklist=with_checklist, prompt_style=style))
         scores.update({f"{name}_{k}": v for k, v in summary.items()})
     scores["judge"] = judge.model_id
+    scores["prompt_style"] = style
     return scores
+
+
+def _judge_from_spec(spec: str | None) -> Any:
+    """``--judge`` of ``convohub evaluate wildfeedback``: lexical / smollm2 / endpoint / folder, or refuse."""
+    from convohub.metrics.checklist_judge import judge_from_spec
+
+    return judge_from_spec(spec)
 
 
 #: ``convohub evaluate wildfeedback SUBMISSION.jsonl``: one {"id": test row id, "prediction": the model's
@@ -290,6 +327,7 @@ BENCHMARK = Benchmark(
     name="wildfeedback", description="WildFeedback test set, checklist-judge win/tie/lose vs the expert responses",
     dataset="wildfeedback", config="test", split="test", id_field="id", task_type="text-generation",
     prediction_type=(str, type(None)), reference=_benchmark_reference, score=_score_checklist,
+    judge=_judge_from_spec,
 )
 
 
