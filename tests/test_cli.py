@@ -72,7 +72,9 @@ def test_train_command_runs_a_recipe(tmp_path: Path) -> None:
     assert main(["train", str(recipe), "--dataset_path", str(hub / "datasets" / "convohub" / "wildchat-sample"),
                  "--output_dir", str(out), "--max_train_samples", "32", "--num_train_epochs", "1",
                  "--model_name_or_path", "convohub-tiny:causal"]) == 0  # the random plumbing model: fast
-    results = json.loads((out / "training_args.json").read_text())
+    results = json.loads((out / "train_results.json").read_text())
+    arguments = json.loads((out / "training_args.json").read_text())  # the format every script shares
+    assert arguments["script"]["max_train_samples"] == 32 and arguments["model"]["use_peft"] is True
     assert results["train_examples"] == 32 and results["steps"] == 4 and results["epochs"] == 1.0
     assert results["model_name_or_path"] == "convohub-tiny:causal" and results["base_model"] is None
     assert (out / "model.safetensors").is_file() and (out / "chat_template.jinja").is_file()
