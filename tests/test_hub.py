@@ -162,3 +162,21 @@ def test_load_local_sees_a_rebuilt_folder(tmp_path: Path) -> None:
     assert set(load_local(folder, "main")) == {"train"}
     with pytest.raises(KeyError, match="no config 'nope'"):
         load_local(folder, "nope")
+
+
+def test_plain_load_dataset_sees_a_rebuild_with_other_rows(tmp_path: Path) -> None:
+    """Users load with plain ``load_dataset``: its cache of a local folder is keyed on the card's metadata,
+    so the card carries each split's size (``dataset_info``) and a rebuild with other rows loads fresh."""
+    target = HubTarget(root=tmp_path / "hub")
+    folder = target.repo_dir("datasets", "toy")
+    cache = tmp_path / "cache"
+    for n in (4, 6):
+        rows = [{"id": i, "text": f"row {i} of {n}"} for i in range(n)]
+        write_dataset(target, "toy", {"main": {"train": datasets.Dataset.from_list(rows)}}, _card())
+        loaded = datasets.load_dataset(str(folder), "main", split="train", cache_dir=str(cache))
+        assert loaded.num_rows == n and loaded["text"][0] == f"row 0 of {n}"
+    meta, _ = read_card(folder / "README.md")
+    assert meta["dataset_info"] == [{"config_name": "main", "splits": [
+        {"name": "train", "num_bytes": meta["dataset_info"][0]["dataset_size"], "num_examples": 6}],
+        "download_size": (folder / "data" / "main" / "train-00000-of-00001.parquet").stat().st_size,
+        "dataset_size": meta["dataset_info"][0]["dataset_size"]}]

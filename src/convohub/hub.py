@@ -176,12 +176,13 @@ def write_dataset(
     dest = target.repo_dir("datasets", name)
     total_rows = 0
     config_yaml: list[dict[str, Any]] = []
+    info_yaml: list[dict[str, Any]] = []
     stats_rows: list[list[Any]] = []
     with atomic_dir(dest) as tmp:
         for config, splits in configs.items():
             if not splits:
                 raise ValueError(f"dataset {name!r}, config {config!r}: no splits")
-            files = []
+            files, split_info, download_size = [], [], 0
             for split, ds in splits.items():
                 paths = _shard_paths(config, split, len(ds))
                 for i, rel in enumerate(paths):
@@ -189,14 +190,18 @@ def write_dataset(
                     out = tmp / rel
                     out.parent.mkdir(parents=True, exist_ok=True)
                     shard.to_parquet(str(out))
+                    download_size += out.stat().st_size
                 glob = f"data/{config}/{split}-*.parquet"
                 files.append({"split": split, "path": glob})
+                split_info.append({"name": split, "num_bytes": int(ds.data.nbytes), "num_examples": len(ds)})
                 total_rows += len(ds)
                 stats_rows.append([config, split, len(ds), ", ".join(ds.column_names)])
             entry: dict[str, Any] = {"config_name": config, "data_files": files}
             if config == (default_config or next(iter(configs))) and len(configs) > 1:
                 entry["default"] = True
             config_yaml.append(entry)
+            info_yaml.append({"config_name": config, "splits": split_info, "download_size": download_size,
+                              "dataset_size": sum(x["num_bytes"] for x in split_info)})
         meta: dict[str, Any] = {
             "license": card.license,
             "pretty_name": card.pretty_name,
@@ -208,6 +213,10 @@ def write_dataset(
         if card.tags:
             meta["tags"] = list(card.tags)
         meta["configs"] = config_yaml
+        # the split sizes of every config, as push_to_hub writes them; `datasets` also keys its cache of a
+        # local folder on this metadata (not on the Parquet content), so a rebuild with other rows gets a
+        # new cache entry instead of serving the previous build's rows to `load_dataset(folder, config)`
+        meta["dataset_info"] = info_yaml
         body = _dataset_card_body(target, name, card, stats_rows, list(configs))
         (tmp / "README.md").write_text(render_card(meta, body), encoding="utf-8")
     if target.push:
@@ -240,8 +249,9 @@ def _dataset_card_body(
 def load_local(folder: Path | str, config: str, split: str | None = None) -> Any:
     """Load a locally written dataset repo folder, bypassing the ``datasets`` cache.
 
-    ``load_dataset(folder, config)`` caches by folder name and file sizes, so a folder rebuilt with the
-    same sizes (``--source`` after a generated build, say) can come back with the old rows. Convohub's own
+    ``load_dataset(folder, config)`` keys its cache on the folder name and the card's metadata, not on the
+    Parquet content: the card's ``dataset_info`` (split sizes) tells most rebuilds apart, but a rebuild
+    with the same sizes could still come back with the old rows. Convohub's own
     readers (training, evaluation, scoring) read the Parquet shards listed in the card's ``configs:``
     directly into Arrow instead. Returns a ``Dataset`` for one split, else a ``DatasetDict``.
     """
