@@ -2,8 +2,9 @@
 then compare the base model's and the aligned model's answers to the query with the checklist judge.
 
 Environment: CONVOHUB_MODEL (aligned model, Hub id or folder), CONVOHUB_BASE_MODEL (its base model;
-``convohub-tiny:causal`` builds convohub's tiny chat model offline), CONVOHUB_JUDGE_MODEL ("lexical" = the
-offline rule-based stand-in, a local chat model folder, or a model name at CONVOHUB_JUDGE_BASE_URL).
+default ``smollm2``, the SmolLM2-135M-Instruct the tiny model was trained from), CONVOHUB_JUDGE_MODEL
+(default ``smollm2``, the judge of the model card; ``lexical`` = the rule-based stand-in, a local chat model
+folder, or a model name at CONVOHUB_JUDGE_BASE_URL).
 Labels and summaries use CONVOHUB_LLM_* when set, else convohub's rule labeller. `demo` is built at import;
 it launches only when run as a script.
 """
@@ -19,8 +20,8 @@ import gradio as gr
 from convohub.wildfeedback.space import EXAMPLE, analyse, compare, parse_conversation
 
 MODEL = os.environ.get("CONVOHUB_MODEL", "convohub/wildfeedback-tiny-dpo")
-BASE_MODEL = os.environ.get("CONVOHUB_BASE_MODEL", "convohub-tiny:causal")
-JUDGE_MODEL = os.environ.get("CONVOHUB_JUDGE_MODEL", "lexical")
+BASE_MODEL = os.environ.get("CONVOHUB_BASE_MODEL", "smollm2")
+JUDGE_MODEL = os.environ.get("CONVOHUB_JUDGE_MODEL", "smollm2")
 JUDGE_BASE_URL = os.environ.get("CONVOHUB_JUDGE_BASE_URL") or None
 
 
@@ -67,8 +68,9 @@ def side_by_side(text: str, max_new_tokens: float = 48) -> tuple[str, str, dict[
 with gr.Blocks(title="WildFeedback explorer") as demo:
     gr.Markdown("# WildFeedback explorer\nUser feedback in a conversation -> SAT/DSAT labels -> preferences -> "
                 f"base (`{BASE_MODEL}`) vs aligned (`{MODEL}`) answers, judged with the preferences as the "
-                f"checklist (judge: `{JUDGE_MODEL}`). With tiny models and the lexical judge this is a plumbing "
-                "demo, not a quality comparison.")
+                f"checklist (judge: `{JUDGE_MODEL}`). A 135M model judging 135M models: a demonstration of the "
+                "pipeline, not a quality comparison (the model card reports the measured win rates and how "
+                "often this judge agrees with hand labels).")
     conversation = gr.Textbox(label="conversation (User: / Assistant: lines, or ShareGPT JSON)", value=EXAMPLE,
                               lines=8)
     with gr.Tab("Feedback and preferences"):
