@@ -198,7 +198,8 @@ def test_evaluate_with_limit_and_without_attribution(dataset: Path) -> None:
 
 # -- CLI ----------------------------------------------------------------------------------------------------
 def test_cli_ask_and_evaluate(dataset: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
-    base = ["reqap", "ask", "--dataset", str(dataset), "--persona", "test_persona_0"]
+    stand_ins = ["--decomposer", "gold", "--extractor", "lookup"]  # named: never a default
+    base = ["reqap", "ask", "--dataset", str(dataset), "--persona", "test_persona_0", *stand_ins]
     assert main([*base, "--retriever", "oracle", TV_HOURS]) == 0
     out = capsys.readouterr().out
     assert out.startswith("answer: ") and "operator tree:\nAPPLY(" in out and "\n  EXTRACT(" in out
@@ -209,17 +210,19 @@ def test_cli_ask_and_evaluate(dataset: Path, tmp_path: Path, capsys: pytest.Capt
     assert "NoTree" in capsys.readouterr().out
     assert main([*base, "--system", "rag", TV_HOURS]) == 2  # no LLM configured
     assert "needs an LLM" in capsys.readouterr().err
-    assert main(["reqap", "ask", "--dataset", str(dataset), "--persona", "test_persona_9", TV_HOURS]) == 2
+    assert main(["reqap", "ask", "--dataset", str(dataset), "--persona", "test_persona_9", *stand_ins, TV_HOURS]) == 2
     capsys.readouterr()
 
     out_dir = tmp_path / "eval"
+    assert main(["reqap", "ask", "--dataset", str(dataset), "--persona", "test_persona_0", TV_HOURS]) == 2
+    assert "needs --decomposer and --extractor named" in capsys.readouterr().err
     assert main(["reqap", "evaluate", "--dataset", str(dataset), "--split", "test", "--limit", "4",
-                 "--out", str(out_dir)]) == 0
+                 "--out", str(out_dir), *stand_ins]) == 0
     printed = capsys.readouterr().out
     assert "| all | 4 |" in printed and (out_dir / "predictions.jsonl").is_file()
     assert json.loads((out_dir / "results.json").read_text())["components"]["decomposer"] == "gold"
     assert main(["reqap", "evaluate", "--dataset", str(tmp_path / "missing"), "--split", "test"]) == 2
-    assert main(["reqap", "evaluate", "--dataset", str(dataset), "--retriever", "nope"]) == 2
+    assert main(["reqap", "evaluate", "--dataset", str(dataset), "--retriever", "nope", *stand_ins]) == 2
 
 
 # -- a real local server ----------------------------------------------------------------------------------

@@ -85,14 +85,15 @@ _SYSTEM_HELP = ("reqap: QUD -> operator tree -> engine; rag: retrieve + rank, to
 def _add_components(p: argparse.ArgumentParser) -> None:
     p.add_argument("--dataset", type=Path, required=True, help="built PerQA dataset folder (data/observable_events)")
     p.add_argument("--system", choices=["reqap", "rag", "codegen"], default="reqap", help=_SYSTEM_HELP)
-    p.add_argument("--decomposer", default="gold", metavar="SPEC",
-                   help="gold (ORACLE: the gold tree of the question's template), sft:PATH (trained QUD model), "
-                        "icl (ICL QUD over --llm) (default: %(default)s)")
+    p.add_argument("--decomposer", default=None, metavar="SPEC",
+                   help="required with --system reqap, named on purpose: sft:PATH (trained QUD model), icl (ICL "
+                        "QUD over --llm) or gold (ORACLE: the gold tree of the question's template)")
     p.add_argument("--retriever", default="bm25", metavar="SPEC",
                    help="bm25, oracle (ORACLE: gold-tree query oracle), all, ce:PATH (trained cross-encoders); "
                         "also ranks RAG's events (default: %(default)s)")
-    p.add_argument("--extractor", default="lookup", metavar="SPEC",
-                   help="lookup (key lookup) or model:PATH (trained EXTRACT model) (default: %(default)s)")
+    p.add_argument("--extractor", default=None, metavar="SPEC",
+                   help="required with --system reqap: model:PATH (trained EXTRACT model) or lookup (rule "
+                        "stand-in: reads the attribute by key)")
     p.add_argument("--llm", metavar="SPEC", help="LLM for icl/rag/codegen: endpoint:URL#MODEL, URL#MODEL or "
                    "local:PATH (default: $CONVOHUB_LLM_BASE_URL)")
     p.add_argument("--llm-model", help="model name for an endpoint spec without #MODEL ($CONVOHUB_LLM_MODEL)")
@@ -147,6 +148,12 @@ def _build(args: argparse.Namespace, persona_hook: bool) -> tuple[Any, Any]:
     """(system, on_persona callback) from the parsed flags; raises ValueError/FileNotFoundError on bad specs."""
     from convohub.reqap.components import PersonaOracleRetriever, make_system
 
+    if args.system == "reqap":
+        missing = [f"--{name}" for name in ("decomposer", "extractor") if getattr(args, name) is None]
+        if missing:
+            raise ValueError(f"--system reqap needs {' and '.join(missing)} named (stand-ins are never picked "
+                             "for you): e.g. --decomposer sft:MODEL_DIR --extractor model:MODEL_DIR, or the "
+                             "stand-ins --decomposer gold (ORACLE) --extractor lookup")
     examples: list[Any] = []
     if args.system == "codegen":
         from convohub.reqap.baselines import icl_pool_from_dataset
