@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import shutil
 import tempfile
 from collections.abc import Callable, Iterator, Mapping, Sequence
@@ -393,6 +394,32 @@ def _model_card_body(target: HubTarget, name: str, card: ModelCardInfo) -> str:
 SPACE_REQUIRED_KEYS = ("title", "sdk", "app_file")
 
 
+def _requirement_name(line: str) -> str:
+    """The distribution a requirements line names, lower-cased ('datasets>=4,<6' -> 'datasets')."""
+    return re.split(r"[\s=<>!~;\[@]", line.strip(), maxsplit=1)[0].lower()
+
+
+def _vendor_convohub(space: Path) -> None:
+    """convohub is not on any package index, so a Space that needs it gets the package's source next to its
+    app (``convohub/``, importable from the Space root) and convohub's own dependencies in place of the
+    ``convohub`` line of its requirements.txt."""
+    import importlib.metadata
+
+    import convohub
+
+    requirements = space / "requirements.txt"
+    lines = requirements.read_text(encoding="utf-8").splitlines()
+    if "convohub" not in {_requirement_name(line) for line in lines}:
+        return
+    shutil.copytree(Path(convohub.__file__).parent, space / "convohub",
+                    ignore=shutil.ignore_patterns("__pycache__", "*.pyc"))
+    own = [line for line in lines if line.strip() and _requirement_name(line) != "convohub"]
+    named = {_requirement_name(line) for line in own}
+    deps = [d for d in importlib.metadata.requires("convohub") or []
+            if "extra ==" not in d and _requirement_name(d) not in named]
+    requirements.write_text("\n".join([*own, *deps]) + "\n", encoding="utf-8")
+
+
 def write_space(target: HubTarget, name: str, source: Path, *, extra_front_matter: Mapping[str, Any] | None = None,
                 extra_files: Mapping[str, str] | None = None) -> Path:
     """Export a Gradio Space folder (app + README front matter + requirements) from ``spaces/<system>``.
@@ -421,6 +448,7 @@ def write_space(target: HubTarget, name: str, source: Path, *, extra_front_matte
         for rel, text in (extra_files or {}).items():
             (tmp / rel).parent.mkdir(parents=True, exist_ok=True)
             (tmp / rel).write_text(text, encoding="utf-8")
+        _vendor_convohub(tmp)
         (tmp / "README.md").write_text(render_card(meta, body), encoding="utf-8")
     if target.push:
         push_folder(dest, target, "space", name)
