@@ -269,6 +269,17 @@ def _cut(text: str, limit: int = COMPACT_TEXT_CHARS) -> str:
     return text if len(text) <= limit else text[: limit - 3].rstrip() + "..."
 
 
+def _short_context(history: Sequence[Mapping[str, str]], checklist: Sequence[str],
+                   with_checklist: bool) -> tuple[str, str]:
+    """The last exchange and the checklist block, clipped, as the small-model prompts show them."""
+    last = [m for m in history if m["role"] in ("user", "assistant")][-2:]
+    context = "".join(f"Earlier {'user' if m['role'] == 'user' else 'assistant'} message: {_cut(m['content'], 300)}\n"
+                      for m in last)
+    items = [c for c in checklist if c.strip()] if with_checklist else []
+    block = ("The user wants:\n" + "\n".join(f"- {_cut(c, 200)}" for c in items) + "\n") if items else ""
+    return context, block
+
+
 def compact_prompt(
     history: Sequence[Mapping[str, str]],
     query: str,
@@ -278,13 +289,9 @@ def compact_prompt(
     with_checklist: bool = True,
 ) -> str:
     """The short prompt a 135M judge can follow: last exchange, query, checklist, A, B, one-word answer."""
-    last = [m for m in history if m["role"] in ("user", "assistant")][-2:]
-    context = "".join(f"Earlier {'user' if m['role'] == 'user' else 'assistant'} message: {_cut(m['content'], 300)}\n"
-                      for m in last)
-    items = [c for c in checklist if c.strip()] if with_checklist else []
-    block = ("The user wants:\n" + "\n".join(f"- {_cut(c, 200)}" for c in items) + "\n") if items else ""
+    context, block = _short_context(history, checklist, with_checklist)
     return _COMPACT.format(context=context, query=_cut(query), checklist=block, response_a=_cut(response_a),
-                           response_b=_cut(response_b), clause=" for what the user wants" if items else "")
+                           response_b=_cut(response_b), clause=" for what the user wants" if block else "")
 
 
 def pointwise_prompt(
@@ -295,13 +302,9 @@ def pointwise_prompt(
     with_checklist: bool = True,
 ) -> str:
     """One response rated on its own: last exchange, query, checklist, the response, a yes/no question."""
-    last = [m for m in history if m["role"] in ("user", "assistant")][-2:]
-    context = "".join(f"Earlier {'user' if m['role'] == 'user' else 'assistant'} message: {_cut(m['content'], 300)}\n"
-                      for m in last)
-    items = [c for c in checklist if c.strip()] if with_checklist else []
-    block = ("The user wants:\n" + "\n".join(f"- {_cut(c, 200)}" for c in items) + "\n") if items else ""
+    context, block = _short_context(history, checklist, with_checklist)
     return _POINTWISE.format(context=context, query=_cut(query), checklist=block, response=_cut(response),
-                             clause=" and what the user wants" if items else "")
+                             clause=" and what the user wants" if block else "")
 
 
 def judge_prompt(
