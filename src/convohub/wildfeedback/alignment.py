@@ -670,7 +670,7 @@ def _nan(value: Any) -> bool:
 BASELINE_LABELS = {"sft": "SFT model (stage 1)", "base": "base model", "baseline": "baseline"}
 
 
-def _agreement_line(agreement: Mapping[str, Mapping[str, Any]]) -> str:
+def agreement_line(agreement: Mapping[str, Mapping[str, Any]]) -> str:
     """"judge: X, agreement a/n on the hand-labelled set (t ties, w wrong); lexical: b/n" for the card."""
     parts = []
     for key, item in agreement.items():
@@ -761,7 +761,7 @@ def publish(target: Any, profile: str, model_dir: Path, results: Mapping[str, An
             f"\n\n**How far to trust the judge.** Agreement with a hand-labelled set of {n} pairs "
             "(`convohub/data/judge_gold.jsonl`: instruction, optional checklist, two responses, the better one; "
             "written and labelled by hand, varied topics, not from convohub's sample generator), same "
-            f"both-orders rule: {_agreement_line(agreement)}. Chance is about {n // 2}/{n} for a judge that "
+            f"both-orders rule: {agreement_line(agreement)}. Chance is about {n // 2}/{n} for a judge that "
             "always commits, and 0 for one that only follows position.")
     if tiny or lexical:
         evaluation += (

@@ -141,7 +141,7 @@ def _step_evaluate(ctx: Any) -> dict[str, Any]:
     agreement = {"judge": judge_agreement(judge, cache_dir=cache_root() / "judge-agreement")}
     if not isinstance(judge, LexicalChecklistJudge):
         agreement["lexical"] = judge_agreement(LexicalChecklistJudge())
-    ctx.log("judge agreement on the hand-labelled set: " + alignment._agreement_line(agreement))
+    ctx.log("judge agreement on the hand-labelled set: " + alignment.agreement_line(agreement))
     dpo_dir, sft_dir = Path(ctx.artifacts["wildfeedback_dpo_dir"]), Path(ctx.artifacts["wildfeedback_sft_dir"])
     tiny = ctx.profile == "tiny"
     results = evaluation.evaluate(
