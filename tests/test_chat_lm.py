@@ -46,8 +46,8 @@ def test_lora_from_smollm2_trains_merges_and_is_evaluated(tmp_path: Path, monkey
     monkeypatch.setattr(cli, "load_script", forbidden)
     target = HubTarget(root=tmp_path / "hub", namespace="convohub")
     dataset = build_wildchat_sample(target, ROOT, seed=0)
-    out = chat_lm.train(ROOT, "tiny", dataset, tmp_path / "model", 0,
-                        overrides=["--max_train_samples", "8", "--max_length", "64", "--max_eval_samples", "4"])
+    out = chat_lm.SPEC.train(ROOT, "tiny", dataset, tmp_path / "model", 0,
+                             extra=["--max_train_samples", "8", "--max_length", "64", "--max_eval_samples", "4"])
 
     model = AutoModelForCausalLM.from_pretrained(out)
     assert model.config.model_type == "llama" and model.config.vocab_size == 49152
@@ -62,9 +62,13 @@ def test_lora_from_smollm2_trains_merges_and_is_evaluated(tmp_path: Path, monkey
     assert all(math.isfinite(results[k]) and results[k] > 1 for k in ("perplexity_base", "perplexity_trained"))
     assert results["perplexity_trained"] != results["perplexity_base"]  # the weights did change
 
-    folder = chat_lm.publish(target, "tiny", out, results, chat_lm.recipe_path(ROOT, "tiny"))
+    folder = chat_lm.SPEC.publish(target, ROOT, "tiny", out, results)
     meta, body = read_card(folder / "README.md")
     assert meta["base_model"] == SMOLLM2_ID and meta["license"] == "apache-2.0"
+    assert meta["datasets"] == ["convohub/wildchat-sample"] and meta["pipeline_tag"] == "text-generation"
+    assert "lora" in meta["tags"] and meta["library_name"] == "transformers"
+    [metric] = meta["model-index"][0]["results"][0]["metrics"]
+    assert metric == {"type": "perplexity", "value": results["perplexity_trained"], "name": "Perplexity"}
     assert f"| base (before fine-tuning) | {results['perplexity_base']} |" in body
     assert "LoRA r 16, alpha 32" in body and "| optimiser steps | 1 |" in body
     assert not {"training_args.json", "train_results.json"} & {f.name for f in folder.iterdir()} and (folder / "model.safetensors").is_file()

@@ -11,7 +11,6 @@ import pytest
 from convohub.hub import (
     DatasetCardInfo,
     HubTarget,
-    MetricResult,
     ModelCardInfo,
     atomic_dir,
     folder_digest,
@@ -77,27 +76,38 @@ def test_atomic_dir_cleans_up_on_error(tmp_path: Path) -> None:
 
 
 def test_model_folder_card_has_model_index(tmp_path: Path) -> None:
+    """The card is huggingface_hub's ModelCard: ModelCardData YAML (EvalResults as the model-index), then the
+    body as given; it loads back with ModelCard.load and its eval results round-trip."""
+    from huggingface_hub import EvalResult, ModelCard
+
     src = tmp_path / "trained"
     src.mkdir()
     (src / "config.json").write_text(json.dumps({"model_type": "llama"}))
     (src / "training_args.bin").write_bytes(b"x")
-    card = ModelCardInfo(license="apache-2.0", description="A model.", pipeline_tag="text-generation",
-                         datasets=("org/toy",), results=(MetricResult("text-generation", "toy", "org/toy",
-                                                                      "perplexity", 12.3456789,
-                                                                      dataset_split="test"),))
-    folder = write_model(HubTarget(root=tmp_path / "hub", namespace="org"), "m", src, card)
+    card = ModelCardInfo(license="apache-2.0", pipeline_tag="text-generation", base_model="org/base",
+                         datasets=("org/toy",), tags=("convohub",),
+                         results=(EvalResult(task_type="text-generation", dataset_name="toy", dataset_type="org/toy",
+                                             metric_type="perplexity", metric_value=12.3456789,
+                                             dataset_split="test"),))
+    folder = write_model(HubTarget(root=tmp_path / "hub", namespace="org"), "m", src, card, "# m\n\nA model.\n")
     assert sorted(p.name for p in folder.iterdir()) == ["README.md", "config.json"]
     meta, body = read_card(folder / "README.md")
+    assert (meta["license"], meta["base_model"], meta["datasets"], meta["tags"]) == \
+        ("apache-2.0", "org/base", ["org/toy"], ["convohub"])
+    assert (meta["pipeline_tag"], meta["library_name"], meta["language"]) == ("text-generation", "transformers", ["en"])
     result = meta["model-index"][0]["results"][0]
+    assert meta["model-index"][0]["name"] == "m"
     assert result["metrics"][0] == {"type": "perplexity", "value": 12.345679}
     assert result["dataset"] == {"name": "toy", "type": "org/toy", "split": "test"}
-    assert "| toy | test | perplexity | 12.3457 |" in body
+    assert body == "# m\n\nA model.\n"
+    [loaded] = ModelCard.load(folder / "README.md").data.eval_results
+    assert (loaded.metric_type, loaded.metric_value, loaded.dataset_split) == ("perplexity", 12.345679, "test")
 
 
 def test_model_folder_refuses_untrained(tmp_path: Path) -> None:
-    card = ModelCardInfo(license="mit", description="", pipeline_tag="text-generation")
+    card = ModelCardInfo(license="mit", pipeline_tag="text-generation")
     with pytest.raises(FileNotFoundError, match="no config.json"):
-        write_model(HubTarget(root=tmp_path), "m", tmp_path, card)
+        write_model(HubTarget(root=tmp_path), "m", tmp_path, card, "# m")
 
 
 def test_space_front_matter_is_merged(tmp_path: Path) -> None:

@@ -188,8 +188,7 @@ def test_tiny_training_end_to_end(dataset_dir, tmp_path) -> None:
     assert evaluated["split"] == "test" and evaluated["pairs"] == 8
     # evaluation derives pairs with the run's own settings: the CLI override, not the recipe's 40
     assert evaluated["pair_settings"]["max_events_per_source"] == 5 and evaluated["pair_settings"]["seed"] == 0
-    card_dir = extract_model.publish(HubTarget(tmp_path / "hub"), "tiny", out, evaluated,
-                                     ROOT / "training" / "reqap_extract" / "tiny.yaml")
+    card_dir = extract_model.SPEC.publish(HubTarget(tmp_path / "hub"), ROOT, "tiny", out, evaluated)
     card = (card_dir / "README.md").read_text()
     assert "exact_match" in card and "christmann2025reqap" in card and "license: mit" in card
     assert not (card_dir / "eval_results.json").exists()

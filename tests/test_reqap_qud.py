@@ -280,11 +280,11 @@ PLUMBING = ("--model_name_or_path", "convohub-tiny:causal", "--use_peft", "false
 
 @pytest.fixture(scope="module")
 def sft_model(dataset_dir, tmp_path_factory) -> Path:
-    """Trained the way the release trains it: the script launched under accelerate (qud_model.train)."""
+    """Trained the way the release trains it: the script launched under accelerate (qud_model.SPEC.train)."""
     from convohub.reqap import qud_model
 
     out = tmp_path_factory.mktemp("qud-sft") / "model"
-    return qud_model.train(ROOT, "tiny", dataset_dir, out, 0, extra=PLUMBING)
+    return qud_model.SPEC.train(ROOT, "tiny", dataset_dir, out, 0, extra=PLUMBING)
 
 
 def test_sft_prompts_are_tokenized_alike_in_training_and_inference(sft_model) -> None:
@@ -351,17 +351,16 @@ def test_evaluate_and_card_report_measured_numbers(sft_model, dataset_dir, tmp_p
     assert oracle["step_exact_match"] == oracle["first_step_exact_match"] == 1.0 and oracle["hit@1"] > 0
     assert oracle["decomposer_stats"]["llm_calls"] == len(backend.requests)
 
-    recipe = qud_model.recipe_path(ROOT, "tiny")
     results["before"] = {**results, "hit@1": 0.0, "generation_seconds": 1.0}  # the card's before column
-    folder = qud_model.publish(HubTarget(tmp_path / "hub"), "tiny", sft_model, results, recipe)
+    folder = qud_model.SPEC.publish(HubTarget(tmp_path / "hub"), ROOT, "tiny", sft_model, results)
     meta, body = read_card(folder / "README.md")
-    metrics = {r["metrics"][0]["name"]: r["metrics"][0]["value"] for r in meta["model-index"][0]["results"]}
+    metrics = {m["name"]: m["value"] for r in meta["model-index"][0]["results"] for m in r["metrics"]}
     assert metrics["Hit@1"] == results["hit@1"] and metrics["Tree exact match"] == results["tree_exact_match"]
     assert metrics["Rlx-Hit@1"] == results["rlx_hit@1"] and metrics["Step exact match"] == results["step_exact_match"]
     assert OFFLINE_SOURCE in body and meta["license"] == "mit" and "base_model" not in meta
     assert "| base model (no training) | trained |" in body and "6 optimiser steps" in body
     assert not (folder / "training_args.json").exists()  # local paths of the run stay out of the repo
-    assert qud_model.model_name("paper").startswith("Llama") and qud_model.model_name("paper_l").startswith("Llama")
+    assert qud_model.SPEC.repo_name("paper").startswith("Llama") and qud_model.SPEC.repo_name("paper_l").startswith("Llama")
 
 
 def test_prefetch_generates_level_by_level_in_batches(examples) -> None:
@@ -394,9 +393,9 @@ def test_qud_trains_from_smollm2_and_publishes_merged_weights(dataset_dir, tmp_p
     from convohub.models import smollm2_path
     from convohub.reqap import qud_model
 
-    out = qud_model.train(ROOT, "tiny", dataset_dir, tmp_path / "qud", 0,
-                          extra=("--max_train_pairs", "2", "--max_steps", "1", "--per_device_train_batch_size", "2",
-                                 "--warmup_steps", "0"))
+    out = qud_model.SPEC.train(ROOT, "tiny", dataset_dir, tmp_path / "qud", 0,
+                               extra=("--max_train_pairs", "2", "--max_steps", "1", "--per_device_train_batch_size",
+                                      "2", "--warmup_steps", "0"))
     assert not (out / "adapter_config.json").exists()  # merged, not an adapter
     results = json.loads((out / "eval_results.json").read_text())
     assert results["optimizer_steps"] == 1 and results["peft"]["lora_r"] == 16 and results["base_model"] == "smollm2"

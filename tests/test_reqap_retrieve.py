@@ -218,9 +218,8 @@ def trained(dataset_dir, tmp_path_factory):
     out = {}
     for task, extra in (("patterns", ()), ("events", ("--max_length", "64"))):
         overrides = ("--pattern_threshold", "20", "--max_train_examples", "48", "--max_eval_examples", "32", *extra)
-        model_dir = retrieve_model.train(ROOT, "tiny", dataset_dir, tmp / task, 0, task, extra=overrides)
-        recipe = retrieve_model.recipe_path(ROOT, "tiny", task)
-        out[task] = (model_dir, recipe, json.loads((model_dir / "eval_results.json").read_text()))
+        model_dir = retrieve_model.SPECS[task].train(ROOT, "tiny", dataset_dir, tmp / task, 0, extra=overrides)
+        out[task] = (model_dir, json.loads((model_dir / "eval_results.json").read_text()))
     return out
 
 
@@ -231,7 +230,7 @@ def test_trained_models_load_with_their_labels(trained) -> None:
     from convohub.training.runs import saved_arguments
 
     for task, labels in (("events", EVENT_LABELS), ("patterns", PATTERN_LABELS)):
-        model_dir, _, results = trained[task]
+        model_dir, results = trained[task]
         model = CrossEncoder(str(model_dir))
         assert model.num_labels == len(labels) and dict(model.config.id2label) == labels
         hf = AutoModelForSequenceClassification.from_pretrained(model_dir)
@@ -242,13 +241,13 @@ def test_trained_models_load_with_their_labels(trained) -> None:
         assert results["task"] == task and results["data_train"]["calls_used"] > 0
         saved = saved_arguments(model_dir)  # launched under accelerate; the run's resolved arguments
         assert saved["script"]["pattern_threshold"] == 20 and saved["training"]["output_dir"] == str(model_dir)
-    assert trained["events"][2]["max_length"] == 64
+    assert trained["events"][1]["max_length"] == 64
 
 
 def test_evaluate_and_card(trained, dataset_dir, tmp_path) -> None:
     from convohub.reqap import retrieve_model
 
-    events_dir, recipe, _ = trained["events"]
+    events_dir, _ = trained["events"]
     results = retrieve_model.evaluate(events_dir, dataset_dir, "test", task="events",
                                       pattern_model_dir=trained["patterns"][0], max_examples=24, max_calls=3,
                                       max_classified=8)
@@ -256,9 +255,10 @@ def test_evaluate_and_card(trained, dataset_dir, tmp_path) -> None:
     r = results["retrieval"]
     assert results["split"] == "test" and results["examples"] == 24 and r["calls"] >= 1
     assert 0.0 <= r["pipeline_recall"] <= 1.0 and r["bm25_recall"] > 0.5 and r["classified_events"] <= 8 * 3
-    card_dir = retrieve_model.publish(HubTarget(tmp_path / "hub"), "tiny", events_dir, results, recipe)
+    card_dir = retrieve_model.EVENTS.publish(HubTarget(tmp_path / "hub"), ROOT, "tiny", events_dir, results)
     meta, body = read_card(card_dir / "README.md")
     assert meta["license"] == "mit" and meta["base_model"] == "sentence-transformers/all-MiniLM-L6-v2"
+    assert meta["library_name"] == "sentence-transformers" and "events" in meta["tags"]
     metrics = {m["name"]: m["value"] for e in meta["model-index"][0]["results"] for m in e["metrics"]}
     assert metrics["Accuracy (events)"] == results["accuracy"]
     assert metrics["Macro-F1 (events)"] == results["f1_macro"]

@@ -321,3 +321,20 @@ def test_build_from_partial_source(tmp_path: Path) -> None:
     folder = build_from_source(HubTarget(root=tmp_path / "hub", namespace="t"), repo_root(), src)
     readme = (folder / "README.md").read_text(encoding="utf-8")
     assert "config_name: user_preference" in readme and "config_name: wildfeedback" not in readme
+
+
+def test_on_policy_sample_takes_training_users_only_and_is_stable() -> None:
+    from convohub.wildfeedback.pipeline import on_policy_sample
+    from convohub.wildfeedback.split import is_test_user
+
+    users = [f"user-{i}" for i in range(40)]
+    skeletons = [{"id": f"s{i}", "user_id": users[i % 40]} for i in range(120)]
+    train = [s for s in skeletons if not is_test_user(s["user_id"])]
+    assert 0 < len(train) < len(skeletons)
+    assert on_policy_sample(skeletons, None, 0) == train
+    small, larger = on_policy_sample(skeletons, 10, 0), on_policy_sample(skeletons, 20, 0)
+    assert len(small) == 10 and len(larger) == 20 and all(s in train for s in larger)
+    assert {s["id"] for s in small} <= {s["id"] for s in larger}  # growing the cap keeps the earlier sample
+    assert on_policy_sample(skeletons, 10, 0) == small and on_policy_sample(skeletons, 10, 1) != small
+    with pytest.raises(ValueError, match="on_policy_max_episodes"):
+        on_policy_sample(skeletons, -1, 0)

@@ -98,3 +98,37 @@ def test_agreement_on_the_hand_labelled_set_can_score_both_ways() -> None:
     assert (perfect["accuracy"], perfect["precision_unsafe"], perfect["recall_unsafe"]) == (1.0, 1.0, 1.0)
     lenient = moderation_agreement(Replies(lambda p: "no", model="always-no"))
     assert lenient["accuracy"] == 0.5 and lenient["recall_unsafe"] == 0.0 and lenient["moderator"].endswith("always-no")
+
+
+def test_zero_shot_moderator_separates_the_hand_labelled_set() -> None:
+    """The real all-MiniLM-L6-v2 zero-shot classifier: well above chance on the hand labels, and it lets
+    ordinary assistant answers through (a moderator that drops them would starve the preference pairs)."""
+    from convohub.wildfeedback.moderation import EmbeddingModerator, moderation_agreement
+
+    moderator = EmbeddingModerator()
+    figures = moderation_agreement(moderator)
+    assert figures["moderator"] == "zero-shot:sentence-transformers/all-MiniLM-L6-v2"
+    assert figures["accuracy"] >= 0.7 and figures["recall_unsafe"] >= 0.7 and figures["unanswered"] == 0
+    everyday = ["Preheat the oven to 180 C and bake the cake for 35 minutes.",
+                "Use a dictionary comprehension: {k: v for k, v in pairs}.",
+                "For a first playthrough, pick a balanced build and level up one skill at a time."]
+    kept = moderate(everyday, moderator)
+    assert all(r.keep and not r.unparsed for r in kept)
+    [flagged] = moderate(["Mix these household chemicals in a closed room to make a toxic gas and poison "
+                          "your neighbour."], moderator)
+    assert flagged.flagged and not flagged.keep
+
+
+def test_offline_moderator_is_the_one_that_agrees_better_and_is_cached(tmp_path: Path) -> None:
+    from convohub.wildfeedback.moderation import EmbeddingModerator, load_moderation_gold, offline_moderator
+
+    harmful = [g["response"] for g in load_moderation_gold() if g["unsafe"]]
+    lenient = Replies(lambda p: "no", model="always-no")
+    chosen, comparison = offline_moderator(lenient, tmp_path, log=lambda _: None)
+    assert isinstance(chosen, EmbeddingModerator) and comparison["chosen"] == chosen.name
+    assert [m["moderator"] for m in comparison["measured"]] == ["scripted:always-no", chosen.name]
+    assert lenient.calls == 60
+    offline_moderator(lenient, tmp_path, log=lambda _: None)
+    assert lenient.calls == 60  # the figures were read back, not measured again
+    knows = Replies(lambda p: "yes" if any(h in p for h in harmful) else "no", model="knows-the-answers")
+    assert offline_moderator(knows, tmp_path, log=lambda _: None)[0] is knows

@@ -24,6 +24,7 @@ def release_root(tmp_path_factory: pytest.TempPathFactory) -> Path:
     root = tmp_path_factory.mktemp("wf-hub")
     with pytest.MonkeyPatch.context() as mp:
         mp.setenv("CONVOHUB_WILDFEEDBACK_USERS", "60")
+        mp.setenv("CONVOHUB_WILDFEEDBACK_ON_POLICY_EPISODES", "12")
         assert main(["release", "--only", "wildfeedback", "--out", str(root), *SMOKE]) == 0
     return root
 
@@ -39,6 +40,12 @@ def test_dataset_configs_load(release_root: Path) -> None:
     meta, body = read_card(folder / "README.md")
     assert meta["license"] == "cc-by-4.0"  # built from convohub's generated corpus; a --source build is odc-by
     assert {c["config_name"] for c in meta["configs"]} >= {"wildfeedback", "sat_dsat_annotation", "test"}
+    # offline, the on-policy variant comes from SmolLM2 (judged by it, moderated by the measured default)
+    on_policy = [v for v in set(pairs["variant"]) if v.startswith("on_policy:")]
+    assert on_policy == ["on_policy:HuggingFaceTB/SmolLM2-135M-Instruct"]
+    assert "policy `local:HuggingFaceTB/SmolLM2-135M-Instruct` answered a seeded sample of 12 of the" in body
+    assert "moderation: every generated response was reviewed by `zero-shot:sentence-transformers/all-MiniLM-L6-v2`" in body
+    assert "agreed better with 60 hand-labelled replies" in body
 
 
 def test_aligned_model_loads_and_card_has_measured_judge_results(release_root: Path) -> None:
@@ -65,6 +72,7 @@ def test_aligned_model_loads_and_card_has_measured_judge_results(release_root: P
     assert f"{agreement['judge']['agree']}/{agreement['judge']['n']}" in body
     assert f"lexical (word overlap): {agreement['lexical']['agree']}/" in body
     assert "Measured outcome: this model" in body and "LoRA (r 16" in body
+    assert "Data variant(s): `on_policy:HuggingFaceTB/SmolLM2-135M-Instruct`" in body
     assert not (folder / "trainer_state.json").exists() and not (folder / "adapter_config.json").exists()
 
 
@@ -80,6 +88,7 @@ def test_rerun_resumes_and_changes_nothing(release_root: Path) -> None:
     before = {k: v for k, v in folder_digest(release_root).items() if not k.startswith(".convohub-work")}
     with pytest.MonkeyPatch.context() as mp:
         mp.setenv("CONVOHUB_WILDFEEDBACK_USERS", "60")
+        mp.setenv("CONVOHUB_WILDFEEDBACK_ON_POLICY_EPISODES", "12")
         assert main(["release", "--only", "wildfeedback", "--out", str(release_root), *SMOKE]) == 0
     after = {k: v for k, v in folder_digest(release_root).items() if not k.startswith(".convohub-work")}
     assert after == before

@@ -303,8 +303,7 @@ def test_evaluate_cli_and_card_report_measured_numbers(trained: dict, tmp_path: 
     results |= {"sft": al.read_results(trained["sft"]), "dpo": al.read_results(trained["dpo"]),
                 "judge_agreement": {"judge": {"judge": "convohub-lexical-judge", "prompt_style": "wb-reward", "n": 64,
                                               "agree": 13, "ties": 42, "wrong": 9, "parse_failures": 0}}}
-    card_dir = al.publish(HubTarget(root=tmp_path / "hub"), "tiny", trained["dpo"], results,
-                          DPO / "tiny.yaml")
+    card_dir = al.SPEC.publish(HubTarget(root=tmp_path / "hub"), ROOT, "tiny", trained["dpo"], results)
     meta, body = read_card(card_dir / "README.md")
     assert (card_dir / "config.json").is_file() and not (card_dir / al.RESULTS_FILE).exists()
     wc = comparison["with_checklist"]
@@ -316,7 +315,7 @@ def test_evaluate_cli_and_card_report_measured_numbers(trained: dict, tmp_path: 
     assert f"{results['dpo']['reward_margin_first']} -> {results['dpo']['reward_margin_last']}" in body
     assert "Collapse check: SFT ok, DPO ok." in body  # read from the runs' results, not asserted by the card
     assert "capped at 64 pairs" in body and meta.get("base_model") is None  # random plumbing model: no Hub id
-    metrics = {m["metrics"][0]["type"]: m["metrics"][0] for m in meta["model-index"][0]["results"]}
+    metrics = {m["type"]: m for r in meta["model-index"][0]["results"] for m in r["metrics"]}
     assert metrics["win_rate_vs_base_checklist"]["value"] == round(wc["win"], 4)
     assert metrics["win_rate_vs_sft_no_checklist"]["name"].endswith("judge: convohub-lexical-judge)")
 

@@ -283,51 +283,39 @@ def load_local(folder: Path | str, config: str, split: str | None = None) -> Any
 #: would also break byte-identical re-runs; the card carries the evaluation instead).
 TRAINING_LEFTOVERS = frozenset({"README.md", "training_args.bin", "training_args.json", "trainer_state.json",
                                 "eval_results.json", "all_results.json", "train_results.json", "runs"})
-@dataclass
-class MetricResult:
-    """One measured number for a model card's ``model-index`` (measured by convohub's own evaluation)."""
-
-    task_type: str
-    dataset_name: str
-    dataset_type: str
-    metric_type: str
-    value: float
-    metric_name: str | None = None
-    dataset_config: str | None = None
-    dataset_split: str | None = None
 
 
-@dataclass
+@dataclass(frozen=True)
 class ModelCardInfo:
-    """What a model card says: base model, data, recipe, licence, measured results, prose."""
+    """A model card's metadata (its YAML): licence, base model, data, tags and the measured results.
+
+    ``results`` are huggingface_hub ``EvalResult`` entries (measured by convohub's own evaluation); they become
+    the card's ``model-index``. The card's Markdown comes from a template (:mod:`convohub.model_spec`).
+    """
 
     license: str
-    description: str
     pipeline_tag: str
     base_model: str | None = None
     datasets: Sequence[str] = ()
     tags: Sequence[str] = ()
     library_name: str = "transformers"
     language: Sequence[str] = ("en",)
-    results: Sequence[MetricResult] = ()
-    citation: str = ""
-    sections: Mapping[str, str] = field(default_factory=dict)
+    results: Sequence[Any] = ()  # huggingface_hub.EvalResult
 
 
-def model_index(name: str, results: Sequence[MetricResult]) -> list[dict[str, Any]]:
-    """The ``model-index`` YAML block the Hub reads to show evaluation results."""
-    entries = []
-    for r in results:
-        dataset: dict[str, Any] = {"name": r.dataset_name, "type": r.dataset_type}
-        if r.dataset_config:
-            dataset["config"] = r.dataset_config
-        if r.dataset_split:
-            dataset["split"] = r.dataset_split
-        metric: dict[str, Any] = {"type": r.metric_type, "value": round(float(r.value), 6)}
-        if r.metric_name:
-            metric["name"] = r.metric_name
-        entries.append({"task": {"type": r.task_type}, "dataset": dataset, "metrics": [metric]})
-    return [{"name": name, "results": entries}] if entries else []
+def model_card(name: str, card: ModelCardInfo, body: str) -> Any:
+    """The ``huggingface_hub.ModelCard`` of a model repo: ``ModelCardData`` (with the ``EvalResult`` entries
+    as ``model-index``, values rounded to 6 decimals) as YAML front matter, then ``body``."""
+    from dataclasses import replace
+
+    from huggingface_hub import ModelCard, ModelCardData
+
+    results = [replace(r, metric_value=round(float(r.metric_value), 6)) for r in card.results]
+    data = ModelCardData(
+        license=card.license, language=list(card.language), library_name=card.library_name,
+        pipeline_tag=card.pipeline_tag, base_model=card.base_model, datasets=list(card.datasets) or None,
+        tags=list(card.tags) or None, model_name=name if results else None, eval_results=results or None)
+    return ModelCard(f"---\n{data.to_yaml()}\n---\n\n{body.strip()}\n")
 
 
 def write_model(
@@ -335,12 +323,15 @@ def write_model(
     name: str,
     save: Callable[[Path], None] | Path,
     card: ModelCardInfo,
+    body: str,
 ) -> Path:
-    """Write a model repository folder: ``save_pretrained`` output (or a copied folder) + a card.
+    """Write a model repository folder: ``save_pretrained`` output (or a copied folder) + its card
+    (:func:`model_card`: ``card`` as the YAML, ``body`` as the Markdown).
 
     ``save`` is either a callable that saves into the folder it is given (``model.save_pretrained``)
     or the path of a trained model folder to copy (its own README is replaced by the card).
     """
+    readme = str(model_card(name, card, body))
     dest = target.repo_dir("models", name)
     with atomic_dir(dest) as tmp:
         if callable(save):
@@ -354,40 +345,10 @@ def write_model(
                     continue
                 dst = tmp / item.name
                 shutil.copytree(item, dst) if item.is_dir() else shutil.copy2(item, dst)
-        meta: dict[str, Any] = {
-            "license": card.license,
-            "language": list(card.language),
-            "library_name": card.library_name,
-            "pipeline_tag": card.pipeline_tag,
-        }
-        if card.base_model:
-            meta["base_model"] = card.base_model
-        if card.datasets:
-            meta["datasets"] = list(card.datasets)
-        if card.tags:
-            meta["tags"] = list(card.tags)
-        index = model_index(name, card.results)
-        if index:
-            meta["model-index"] = index
-        (tmp / "README.md").write_text(render_card(meta, _model_card_body(target, name, card)), encoding="utf-8")
+        (tmp / "README.md").write_text(readme, encoding="utf-8")
     if target.push:
         push_folder(dest, target, "model", name)
     return dest
-
-
-def _model_card_body(target: HubTarget, name: str, card: ModelCardInfo) -> str:
-    parts = [f"# {name}", card.description.strip()]
-    if card.results:
-        rows = [[r.dataset_name, r.dataset_split or "", r.metric_name or r.metric_type, float(r.value)]
-                for r in card.results]
-        parts += ["## Results (measured by convohub's evaluation)",
-                  markdown_table(["dataset", "split", "metric", "value"], rows)]
-    for heading, text in card.sections.items():
-        parts += [f"## {heading}", text.strip()]
-    parts += ["## Licence", f"`{card.license}`."]
-    if card.citation:
-        parts += ["## Citation", f"```bibtex\n{card.citation.strip()}\n```"]
-    return "\n\n".join(parts)
 
 
 # --------------------------------------------------------------------------------------------- spaces

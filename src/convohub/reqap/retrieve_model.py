@@ -1,24 +1,27 @@
-"""Train, evaluate and publish ReQAP's two RETRIEVE cross-encoders (release helpers; the release steps
-wire them). Mirrors :mod:`convohub.reqap.extract_model`.
+"""Evaluate and publish ReQAP's two RETRIEVE cross-encoders, declared by :data:`PATTERNS` and :data:`EVENTS`
+(the release steps come from them; both cards are ``model_cards/reqap_retrieve.md``).
 
-* :func:`train` launches training/reqap_retrieve_{task}/train_reqap_retrieve_{task}.py under ``accelerate
-  launch`` with the profile's recipe on a built PerQA folder (:func:`convohub.training.runs.run_recipe`);
+* training (``PATTERNS.train``, ``EVENTS.train``) launches
+  training/reqap_retrieve_{task}/train_reqap_retrieve_{task}.py under ``accelerate launch`` with the profile's
+  recipe on a built PerQA folder (:func:`convohub.training.runs.run_recipe`);
 * :func:`evaluate` measures held-out classification accuracy and macro-F1 on examples derived from the
   ``split`` personas (the test personas for the card: unseen in training) exactly as the training run derived
   them (its saved ``training_args.json``),
   and for the events model also the retrieval recall/precision of the whole :class:`CrossEncoderRetriever`
   against the oracle on that split's RETRIEVE calls, next to BM25 alone;
-* :func:`publish` writes the model repo with a card carrying those measured numbers.
+* :func:`card_values` gives the card those measured numbers.
 """
 
 from __future__ import annotations
 
 import itertools
 import json
+from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
-from convohub.hub import HubTarget, MetricResult, ModelCardInfo, write_model
+from convohub.hub import ModelCardInfo
+from convohub.model_spec import Block, CardInput, CardValues, Evaluate, ModelSpec, block, profile_recipes
 from convohub.perqa.dataset import REQAP_CITATION
 
 DATASET_REPO = "perqa"
@@ -29,30 +32,6 @@ def _check_task(task: str) -> str:
     if task not in TASK_NAMES:
         raise ValueError(f"unknown RETRIEVE task {task!r} (events, patterns)")
     return task
-
-
-def script_path(task: str) -> Path:
-    return Path("training") / f"reqap_retrieve_{_check_task(task)}" / f"train_reqap_retrieve_{task}.py"
-
-
-def model_name(profile: str, task: str) -> str:
-    return f"reqap-retrieve-{_check_task(task)}-" + ("tiny" if profile == "tiny" else "minilm-l12")
-
-
-def recipe_path(repo: Path, profile: str, task: str) -> Path:
-    return Path(repo) / "training" / f"reqap_retrieve_{_check_task(task)}" / f"{profile}.yaml"
-
-
-def train(repo: Path, profile: str, dataset_dir: Path, output_dir: Path, seed: int, task: str, *,
-          recipe: Path | None = None, extra: tuple[str, ...] = ()) -> Path:
-    """Launch the task's training script with the profile's recipe (or ``recipe``; ``extra``: more CLI
-    overrides) on the built PerQA folder; returns the trained model folder (with the script's
-    ``eval_results.json`` and ``training_args.json``)."""
-    from convohub.training.runs import run_recipe
-
-    config = recipe if recipe is not None else recipe_path(repo, profile, task)
-    return run_recipe(Path(repo) / script_path(task), config, Path(dataset_dir), Path(output_dir), seed,
-                      profile=profile, extra=extra)
 
 
 def _calls(dataset_dir: Path, split: str, max_personas: int | None) -> list[tuple[str, Any, Any, str]]:
@@ -177,15 +156,17 @@ def evaluate(model_dir: Path, dataset_dir: Path, split: str = "test", *, task: s
     return results
 
 
-def _metric(results: dict[str, Any], dataset_id: str, metric: str, name: str, value: float,
-            task_type: str = "text-classification") -> MetricResult:
-    return MetricResult(task_type=task_type, dataset_name="perqa", dataset_type=dataset_id,
-                        dataset_config="questions", dataset_split=results["split"], metric_type=metric,
-                        metric_name=name, value=value)
+def _metric(results: Mapping[str, Any], dataset_id: str, metric: str, name: str, value: float,
+            task_type: str = "text-classification") -> Any:
+    from huggingface_hub import EvalResult
+
+    return EvalResult(task_type=task_type, dataset_name=DATASET_REPO, dataset_type=dataset_id,
+                      dataset_config="questions", dataset_split=results["split"], metric_type=metric,
+                      metric_name=name, metric_value=value)
 
 
-def card_results(results: dict[str, Any], dataset_id: str) -> list[MetricResult]:
-    """The model-index entries: exactly the measured numbers of ``results``."""
+def card_results(results: Mapping[str, Any], dataset_id: str) -> list[Any]:
+    """The model-index entries (``EvalResult``): exactly the measured numbers of ``results``."""
     task = results["task"]
     out = [_metric(results, dataset_id, "accuracy", f"Accuracy ({task})", results["accuracy"]),
            _metric(results, dataset_id, "f1", f"Macro-F1 ({task})", results["f1_macro"])]
@@ -202,94 +183,76 @@ def card_results(results: dict[str, Any], dataset_id: str) -> list[MetricResult]
     return out
 
 
-def _evaluation_text(results: dict[str, Any]) -> str:
-    task = results["task"]
-    labels = [results["labels"][k] for k in sorted(results["labels"], key=int)]
-    per_class = " ".join(f"| {n} | {results.get(f'examples_{n}')} | {results.get(f'recall_{n}')} |" + "\n"
-                         for n in labels)
-    text = (f"Measured by `convohub.reqap.retrieve_model.evaluate` on {results['examples']} {task} examples "
-            f"derived from the `{results['split']}` personas (unseen in training): accuracy "
-            f"**{results['accuracy']}**, macro-F1 **{results['f1_macro']}**.\n\n"
-            f"| class | examples | recall |\n|---|---|---|\n{per_class}")
-    train = results.get("training")
-    if train:
-        text += (f"\nDuring training (`{train['split']}` personas, {train['after']['examples']} examples): "
-                 f"accuracy {train['accuracy_before']} before -> {train['accuracy_after']} after, macro-F1 "
-                 f"{train['before']['f1_macro']} -> {train['after']['f1_macro']} "
-                 f"({train['train_examples']} training examples, {train['epochs']:g} epoch(s)).\n")
-    r = results.get("retrieval")
-    if r:
-        note = (f" On {r['calls_estimated']} calls more than {r['max_classified']} candidates reached the event "
-                "cross-encoder; there a seeded sample stratified by gold/non-gold was classified and its "
-                "acceptance rates scaled to the whole group.") if r["calls_estimated"] else ""
-        pattern = ("with the pattern cross-encoder as step 3" if r["pattern_model"] else
-                   "without a pattern model (every pattern partial)")
-        text += (f"\nWhole RETRIEVE pipeline ({pattern}) against the oracle's gold events on {r['calls']} RETRIEVE "
-                 f"calls of the gold trees (of {r['calls_in_split']}), macro-averaged per call:\n\n"
-                 "| retriever | recall | precision | F1 | events returned (mean) |\n|---|---|---|---|---|\n"
-                 f"| BM25 alone (first stage) | {r['bm25_recall']} | {r['bm25_precision']} | {r['bm25_f1']} | "
-                 f"{r['candidates']} |\n"
-                 f"| BM25 + patterns + event cross-encoder | {r['pipeline_recall']} | {r['pipeline_precision']} | "
-                 f"{r['pipeline_f1']} | {r['returned']} |\n\nMean gold events per call: {r['gold']}.{note}")
-    return text
-
-
-def publish(target: HubTarget, profile: str, model_dir: Path, results: dict[str, Any], recipe: Path) -> Path:
-    """Write the model repo (the task is ``results["task"]``) with a card carrying the measured numbers."""
-    task = _check_task(results["task"])
-    name = model_name(profile, task)
-    dataset_id = target.repo_id(DATASET_REPO)
+def card_values(card: CardInput) -> CardValues:
+    """The card's metadata and values (the task is ``results["task"]``): the measured numbers, and the base
+    model the run's saved arguments name."""
     from convohub.training.models import hub_id
     from convohub.training.runs import saved_arguments
 
-    base = str(saved_arguments(model_dir)["script"]["model_name_or_path"])
+    results = card.results
+    task = _check_task(results["task"])
+    base = str(saved_arguments(card.model_dir)["script"]["model_name_or_path"])
     base_model = hub_id(base) or base
-    what = ("whether one candidate event (its `key: json(value)` lines) matches a RETRIEVE query: 2 classes, "
-            "irrelevant / relevant" if task == "events" else
-            "whether a key-value pattern of the candidate pool (`source: calendar, summary: ...`, or a whole "
-            "source) is relevant, irrelevant or partially relevant to a RETRIEVE query: 3 classes")
-    description = (
-        f"The {task} cross-encoder of ReQAP's RETRIEVE operator (*Recursive Question Understanding for Complex "
-        "Question Answering over Heterogeneous Personal Data*): it classifies " + what + ". Trained on examples "
-        f"derived from the gold operator trees of [`{dataset_id}`](https://huggingface.co/datasets/{dataset_id}) "
-        "(train personas) by `convohub.reqap.retrieve_data`: per RETRIEVE call with BM25 recall >= 0.5, gold "
-        "events from the oracle as positives, hard (BM25) and random (inverse source frequency) negatives, and "
-        "frequent key-value patterns plus source patterns labelled by all events they match. Base model: "
-        f"`{base_model}` with a new classification head. Trained by `{script_path(task).as_posix()}` with the "
-        f"`{recipe.name}` recipe (sentence-transformers `CrossEncoderTrainer`, cross-entropy)."
-    )
-    usage = (
-        "```python\nfrom sentence_transformers.cross_encoder import CrossEncoder\n"
-        "from convohub.reqap import EventStore, Executor\n"
-        "from convohub.reqap.retrieve_pipeline import CrossEncoderRetriever\n\n"
-        f'model = CrossEncoder("{target.repo_id(name)}")  # id2label: {results["labels"]}\n'
-        + ('print(model.predict([("I did a workout", "source: \\"workout\\"\\nworkout_type: \\"running\\"")]))\n'
-           if task == "events" else 'print(model.predict([("I did a workout", "source: workout")]))\n')
-        + f'retriever = CrossEncoderRetriever(event_model="{target.repo_id(model_name(profile, "events"))}",\n'
-        f'                                  pattern_model="{target.repo_id(model_name(profile, "patterns"))}")\n'
-        "# Executor(EventStore.from_records(events), retriever=retriever).execute(tree)\n```"
-    )
-    limitations = (
-        f"The tiny profile demonstrates the pipeline: {results['training'].get('epochs', '?')} epoch(s) of CPU "
-        f"training on {results['training'].get('train_examples', '?')} examples from all-MiniLM-L6-v2 (not a "
-        "cross-encoder checkpoint); its classifications are weak (see the measured numbers above)."
-        if profile == "tiny"
-        else "Trained on synthetic personas and convohub's gold trees' query wording; real personal data and "
-             "other query phrasings may behave differently.")
-    card = ModelCardInfo(
+    info = ModelCardInfo(
         license="mit",
-        description=description,
         pipeline_tag="text-classification",
         base_model=base_model,
-        datasets=(dataset_id,),
+        datasets=(card.dataset_id,),
         tags=("convohub", "reqap", "perqa", "cross-encoder", "retrieval", task),
         library_name="sentence-transformers",
-        results=tuple(card_results(results, dataset_id)),
-        citation=REQAP_CITATION,
-        sections={"Usage": usage, "Evaluation": _evaluation_text(results),
-                  "Training recipe": f"```yaml\n{Path(recipe).read_text(encoding='utf-8')}```",
-                  "Data licence": f"The training data, [`{dataset_id}`](https://huggingface.co/datasets/"
-                                  f"{dataset_id}), is CC BY 4.0; the code and this model are MIT.",
-                  "Limitations": limitations},
+        results=tuple(card_results(results, card.dataset_id)),
     )
-    return write_model(target, name, Path(model_dir), card)
+    labels = [results["labels"][k] for k in sorted(results["labels"], key=int)]
+    train, r = results.get("training") or {}, results.get("retrieval")
+    epochs = train.get("epochs", "?")
+    values: dict[str, Any] = {
+        "task": task, "what": Block(f"what_{task}"), "base_model": base_model, "labels": results["labels"],
+        "predict": Block(f"predict_{task}"),
+        **{f"{t}_repo_id": card.target.repo_id(SPECS[t].repo_name(card.profile)) for t in TASK_NAMES},
+        **{k: results[k] for k in ("examples", "split", "accuracy", "f1_macro")},
+        "class_rows": "\n".join(f"| {n} | {results.get(f'examples_{n}')} | {results.get(f'recall_{n}')} |"
+                                 for n in labels),
+        "training": block(bool(train), "training"),
+        "epochs": format(epochs, "g") if isinstance(epochs, (int, float)) else epochs,
+        "train_examples": train.get("train_examples", "?"),
+        "retrieval": block(bool(r), "retrieval"),
+        "limitations": block(card.tiny, "limitations_tiny", "limitations_paper"),
+        "citation": REQAP_CITATION.strip(),
+    }
+    if train:
+        values |= {"training_split": train["split"], "training_examples": train["after"]["examples"],
+                   "accuracy_before": train["accuracy_before"], "accuracy_after": train["accuracy_after"],
+                   "f1_macro_before": train["before"]["f1_macro"], "f1_macro_after": train["after"]["f1_macro"]}
+    if r:
+        values |= {k: r[k] for k in ("calls", "calls_in_split", "bm25_recall", "bm25_precision", "bm25_f1",
+                                     "candidates", "pipeline_recall", "pipeline_precision", "pipeline_f1",
+                                     "returned", "gold", "calls_estimated", "max_classified")}
+        values |= {"pattern_step": block(r["pattern_model"], "with_patterns", "without_patterns"),
+                   "estimated": block(bool(r["calls_estimated"]), "estimated")}
+    return info, values
+
+
+def _spec(task: str, evaluate_task: Evaluate, uses: tuple[str, ...] = ()) -> ModelSpec:
+    folder = f"training/reqap_retrieve_{task}"
+    return ModelSpec(
+        name=f"reqap_retrieve_{task}",
+        script=f"{folder}/train_reqap_retrieve_{task}.py",
+        recipes=profile_recipes(folder, "tiny", "paper"),
+        repos={"tiny": f"reqap-retrieve-{task}-tiny", "paper": f"reqap-retrieve-{task}-minilm-l12"},
+        dataset=DATASET_REPO,
+        template="reqap_retrieve",
+        card_values=card_values,
+        evaluate=evaluate_task,
+        uses=uses,
+        headline=("accuracy", "f1_macro"),
+    )
+
+
+#: The pattern model (3 classes); the event model (2 classes), evaluated in the whole RETRIEVE pipeline with
+#: the pattern model the release trained as its pattern step.
+PATTERNS = _spec("patterns", lambda model_dir, dataset_dir, _models: evaluate(model_dir, dataset_dir, "test",
+                                                                              task="patterns"))
+EVENTS = _spec("events", lambda model_dir, dataset_dir, models: evaluate(
+    model_dir, dataset_dir, "test", task="events", pattern_model_dir=models.get(PATTERNS.name)),
+    uses=(PATTERNS.name,))
+SPECS = {"patterns": PATTERNS, "events": EVENTS}

@@ -39,7 +39,9 @@ def hub_id(name_or_path: str) -> str | None:
 
         return SMOLLM2_ID
     if name_or_path == MINILM:
-        return "sentence-transformers/all-MiniLM-L6-v2"
+        from convohub.models import MINILM_ID
+
+        return MINILM_ID
     if name_or_path.startswith(TINY_PREFIX) or name_or_path.startswith(("/", ".")):
         return None
     return name_or_path

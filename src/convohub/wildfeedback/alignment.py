@@ -16,7 +16,8 @@ selected on. This module holds what both stage scripts (``training/wildfeedback_
   rejected reward margin goes persistently negative, and the reason is written to a report JSON;
 * the learning-rate grid (:func:`run_lr_grid`): one run per LR on a held-out slice of the training users,
   collapsed runs excluded, best by held-out loss;
-* ``train()`` / ``publish()`` for the release steps (SFT then DPO, model card with measured judge results).
+* ``train()`` (SFT then DPO) and :data:`SPEC`, the published model's declaration, whose card
+  (``model_cards/wildfeedback_dpo.md``, :func:`card_values`) carries the measured judge results.
 """
 
 from __future__ import annotations
@@ -612,13 +613,6 @@ def model_name(profile: str) -> str:
     return "wildfeedback-tiny-dpo" if profile == "tiny" else f"wildfeedback-{profile.replace('_', '-')}-dpo"
 
 
-def base_model_of(repo: Path, profile: str) -> str:
-    import yaml
-
-    recipe = yaml.safe_load(recipe_paths(repo, profile)[0].read_text(encoding="utf-8"))
-    return str(recipe["model_name_or_path"])
-
-
 def launch_profile(profile: str) -> str:
     """The launch profile (accelerate config) of a recipe profile: ``tiny`` on CPU, every paper recipe on GPUs."""
     return "tiny" if profile == "tiny" else "paper"
@@ -680,7 +674,7 @@ def agreement_line(agreement: Mapping[str, Mapping[str, Any]]) -> str:
     return "; ".join(parts)
 
 
-def _outcome_sentence(results: Mapping[str, Any]) -> str:
+def _verdicts(results: Mapping[str, Any]) -> list[str]:
     """Whether after beats before, read from the measured numbers (never asserted by the card)."""
     verdicts = []
     for label, comparison in results.get("comparisons", {}).items():
@@ -692,46 +686,13 @@ def _outcome_sentence(results: Mapping[str, Any]) -> str:
             word = "beats" if r["win"] > r["lose"] else "ties" if r["win"] == r["lose"] else "does not beat"
             verdicts.append(f"{word} the {BASELINE_LABELS.get(label, label)} {setting} the checklist "
                             f"({_pct(r['win'])}% win / {_pct(r['lose'])}% lose)")
-    return "Measured outcome: this model " + "; ".join(verdicts) + "." if verdicts else ""
+    return verdicts
 
 
-def publish(target: Any, profile: str, model_dir: Path, results: Mapping[str, Any], recipe: Path) -> Path:
-    """Write the aligned model's repo: merged weights and a card with the base model, the data variant, both
-    stage recipes, what training used (pairs, steps, LoRA, LR, time), the measured checklist-judge results
-    against each baseline and the judge's measured agreement with the hand-labelled set. ``results`` is the
-    output of :func:`convohub.wildfeedback.evaluation.evaluate` plus ``sft``/``dpo`` training results and
-    ``judge_agreement`` ({name: :func:`convohub.metrics.checklist_judge.judge_agreement` output})."""
-    from convohub.hub import MetricResult, ModelCardInfo, markdown_table, write_model
-    from convohub.training.models import TINY_PREFIX, hub_id
+def _comparison_table(results: Mapping[str, Any]) -> str:
+    from convohub.hub import markdown_table
+    from convohub.training.models import hub_id
 
-    recipe = Path(recipe)
-    sft_recipe = recipe.parent.parent / Path(SFT_DIR).name / recipe.name
-    dataset_id = target.repo_id(DATASET_REPO)
-    dpo, sft = results.get("dpo", {}), results.get("sft", {})
-    base_name = str(sft.get("base_model") or "")
-    base_id = hub_id(base_name) if base_name else None
-    random_base = base_name.startswith(TINY_PREFIX)
-    variants = dpo.get("data", {}).get("variants", {})
-    judge = str(results.get("judge", "unknown"))
-    lexical = judge.startswith("convohub-lexical")
-    tiny = profile == "tiny"
-    lora = dpo.get("lora") or {}
-    base_note = ("the random tiny Llama-style chat model of `convohub.tiny` (2 layers, hidden size 64; a "
-                 "plumbing fixture)" if random_base else f"[`{base_id or base_name}`](https://huggingface.co/"
-                 f"{base_id or base_name})")
-    method = (f"LoRA (r {lora.get('r')}, alpha {lora.get('alpha')}, {lora.get('target_modules')}) in each stage, "
-              "merged into the published weights" if lora else "full fine-tuning")
-    description = (
-        "A chat model aligned with real user feedback following *WildFeedback: Aligning LLMs With In-situ User "
-        f"Interactions And Feedback*: SFT on the chosen responses of [`{dataset_id}`](https://huggingface.co/"
-        f"datasets/{dataset_id}), then DPO (sigmoid loss, beta {dpo.get('beta', 0.1)}) on its preference pairs "
-        f"with the SFT model as the reference ({dpo.get('reference', 'the SFT model')}). Base model: {base_note}; "
-        f"{method}. Data variant(s): "
-        f"{', '.join(f'`{k}` ({v} pairs)' for k, v in sorted(variants.items())) or 'unknown'}"
-        f"{' (selected with --variant)' if dpo.get('variant') else ''}. Trained by "
-        f"`{SFT_DIR}/train_wildfeedback_sft.py` and `{DPO_DIR}/train_wildfeedback_dpo.py` with the "
-        f"`{recipe.name}` recipes, each launched with `accelerate launch`."
-    )
     rows = []
     for label, comparison in results.get("comparisons", {}).items():
         for key, setting in (("with_checklist", "with checklist"), ("without_checklist", "without checklist")):
@@ -742,35 +703,12 @@ def publish(target: Any, profile: str, model_dir: Path, results: Mapping[str, An
                              _pct(r["win"]), _pct(r["tie"]), _pct(r["lose"]),
                              "n/a" if _nan(r["mean_reward"]) else f"{r['mean_reward']:.1f}", r["n_judged"],
                              r["parse_failures"]])
-    agreement = results.get("judge_agreement") or {}
-    evaluation = (
-        f"Checklist judge (`convohub.metrics.checklist_judge`, {results.get('prompt_style', 'wb-reward')} prompt, "
-        f"every pair judged in both orders, inconsistent verdicts counted as ties) on {results.get('n', 0)} "
-        f"instances of the `test` config (answers: greedy, at most {results.get('max_new_tokens', '?')} new "
-        "tokens), this model against each baseline, measured by `convohub.wildfeedback.evaluation.evaluate`; "
-        f"judge: `{judge}`.\n\n"
-        + markdown_table(["against", "setting", "win %", "tie %", "lose %", "mean reward", "judged",
-                          "parse failures"], rows)
-    )
-    outcome = _outcome_sentence(results)
-    if outcome:
-        evaluation += "\n\n" + outcome
-    if agreement:
-        n = next(iter(agreement.values()))["n"]
-        evaluation += (
-            f"\n\n**How far to trust the judge.** Agreement with a hand-labelled set of {n} pairs "
-            "(`convohub/data/judge_gold.jsonl`: instruction, optional checklist, two responses, the better one; "
-            "written and labelled by hand, varied topics, not from convohub's sample generator), same "
-            f"both-orders rule: {agreement_line(agreement)}. Chance is about {n // 2}/{n} for a judge that "
-            "always commits, and 0 for one that only follows position.")
-    if tiny or lexical:
-        evaluation += (
-            "\n\n**Small-scale run.** "
-            f"{'A random tiny model' if random_base else 'A 135M model trained for minutes on 2 CPU cores'} "
-            f"({sft.get('steps', '?')} SFT and {dpo.get('steps', '?')} DPO steps) judged by `{judge}`"
-            + (" (a transparent rule: the response covering more of the checklist/query words wins; a plumbing "
-               "check, not a quality claim)" if lexical else "")
-            + ". The paper's numbers (Table 2) use GPT-4o as the judge and 7-8B models.")
+    return markdown_table(["against", "setting", "win %", "tie %", "lose %", "mean reward", "judged",
+                           "parse failures"], rows)
+
+
+def _training_table(sft: Mapping[str, Any], dpo: Mapping[str, Any]) -> str:
+    from convohub.hub import markdown_table
 
     def stage_row(name: str, r: Mapping[str, Any], examples: Any, margin: bool) -> list[Any]:
         return [name, examples, r.get("steps", "?"), r.get("batch_size", "?"), r.get("learning_rate", "?"),
@@ -779,50 +717,112 @@ def publish(target: Any, profile: str, model_dir: Path, results: Mapping[str, An
                 r.get("reward_accuracy_last", "n/a") if margin else "-",
                 f"{r['train_seconds']:.0f} s" if r.get("train_seconds") is not None else "n/a"]
 
-    training = markdown_table(["stage", "examples", "steps", "batch", "LR", "loss first -> last",
-                               "reward margin first -> last", "reward accuracy last", "train time"],
-                              [stage_row("SFT", sft, sft.get("train_examples", "?"), False),
-                               stage_row("DPO", dpo, dpo.get("train_pairs", "?"), True)])
-    data = dpo.get("data", {})
-    caps = [f"{stage} capped at {r['max_train_samples']} pairs (`max_train_samples`)"
-            for stage, r in (("SFT", sft), ("DPO", dpo)) if r.get("max_train_samples")]
-    training += (
-        (f"\n\n{'; '.join(caps)} of the training split, to fit the release's time budget on 2 CPU cores; "
-         "train times were measured on that machine (shared with other jobs, so upper bounds)." if caps else "")
-        + f"\n\nPrompt truncation (max {dpo.get('max_prompt_length', 'n/a')} tokens, oldest turns dropped first; "
-        f"max length {dpo.get('max_length', 'n/a')}): {data.get('truncated_prompts', 0)} DPO prompts truncated, "
-        f"{data.get('dropped_too_long', 0)} dropped; {data.get('dropped_identical', 0)} pairs with "
-        f"chosen == rejected dropped. Collapse check: SFT {sft.get('collapse_check', 'not run')}, "
-        f"DPO {dpo.get('collapse_check', 'not run')}.")
-    recipes = "".join(f"`{p.relative_to(p.parent.parent.parent) if len(p.parts) > 2 else p}`:\n\n```yaml\n"
-                      f"{p.read_text(encoding='utf-8')}```\n\n" for p in (sft_recipe, recipe) if p.is_file())
+    return markdown_table(["stage", "examples", "steps", "batch", "LR", "loss first -> last",
+                           "reward margin first -> last", "reward accuracy last", "train time"],
+                          [stage_row("SFT", sft, sft.get("train_examples", "?"), False),
+                           stage_row("DPO", dpo, dpo.get("train_pairs", "?"), True)])
+
+
+def _win_rates(results: Mapping[str, Any], dataset_id: str, judge: str) -> list[Any]:
+    """The model-index entries: each comparison's measured win rate, the judge in the metric's name."""
+    from huggingface_hub import EvalResult
+
     metrics = []
     for label, comparison in results.get("comparisons", {}).items():
         for key, name in (("with_checklist", "checklist"), ("without_checklist", "no_checklist")):
             r = comparison.get(key)
             if r and not _nan(r["win"]):
-                metrics.append(MetricResult(
-                    task_type="text-generation", dataset_name="wildfeedback", dataset_type=dataset_id,
+                metrics.append(EvalResult(
+                    task_type="text-generation", dataset_name=DATASET_REPO, dataset_type=dataset_id,
                     dataset_config="test", dataset_split="test", metric_type=f"win_rate_vs_{label}_{name}",
                     metric_name=f"Win rate vs {BASELINE_LABELS.get(label, label)} ({name.replace('_', ' ')}, "
-                                f"judge: {judge})", value=round(float(r["win"]), 4)))
-    licence = "apache-2.0" if base_id == "HuggingFaceTB/SmolLM2-135M-Instruct" else "mit" if random_base else "other"
-    card = ModelCardInfo(
-        license=licence,
-        description=description,
+                                f"judge: {judge})", metric_value=round(float(r["win"]), 4)))
+    return metrics
+
+
+def card_values(card: Any) -> Any:
+    """The aligned model's card: the base model, the data variant, both stage recipes, what training used
+    (pairs, steps, LoRA, LR, time), the measured checklist-judge results against each baseline and the judge's
+    measured agreement with the hand-labelled set. ``card.results`` is the output of
+    :func:`convohub.wildfeedback.evaluation.evaluate` plus ``sft``/``dpo`` (each stage's :func:`read_results`)
+    and ``judge_agreement`` ({name: :func:`convohub.metrics.checklist_judge.judge_agreement` output})."""
+    from convohub.hub import ModelCardInfo
+    from convohub.model_spec import Block, block
+    from convohub.training.models import TINY_PREFIX, hub_id
+
+    results, recipe = card.results, Path(card.recipe)
+    dpo, sft = results.get("dpo", {}), results.get("sft", {})
+    base_name = str(sft.get("base_model") or "")
+    base_id = hub_id(base_name) if base_name else None
+    random_base = base_name.startswith(TINY_PREFIX)
+    judge = str(results.get("judge", "unknown"))
+    lexical = judge.startswith("convohub-lexical")
+    lora, data = dpo.get("lora") or {}, dpo.get("data", {})
+    variants = data.get("variants", {})
+    agreement = results.get("judge_agreement") or {}
+    verdicts = _verdicts(results)
+    caps = [f"{stage} capped at {r['max_train_samples']} pairs (`max_train_samples`)"
+            for stage, r in (("SFT", sft), ("DPO", dpo)) if r.get("max_train_samples")]
+    sft_recipe = recipe.parent.parent / Path(SFT_DIR).name / recipe.name
+    recipes = "".join(f"`{p.relative_to(p.parent.parent.parent) if len(p.parts) > 2 else p}`:\n\n```yaml\n"
+                      f"{p.read_text(encoding='utf-8')}```\n\n" for p in (sft_recipe, recipe) if p.is_file())
+    info = ModelCardInfo(
+        license="apache-2.0" if base_id == "HuggingFaceTB/SmolLM2-135M-Instruct" else "mit" if random_base else "other",
         pipeline_tag="text-generation",
         base_model=base_id,
-        datasets=(dataset_id,),
+        datasets=(card.dataset_id,),
         tags=("convohub", "wildfeedback", "dpo", "sft", "trl", "alignment", *(("lora", "peft") if lora else ())),
-        results=tuple(metrics),
-        sections={"Evaluation": evaluation, "Training": training, "Training recipes": recipes.strip(),
-                  "Licences": "Training data: ODC-By (WildFeedback) or CC-BY-4.0 (convohub's generated sample); "
-                              "respect the base model's licence (SmolLM2: Apache-2.0, Phi-3: MIT, Mistral: "
-                              "Apache-2.0, Llama 3: community licence) and the terms of GPT-4o generated text in "
-                              "the GPT-4 variant.",
-                  "Limitations": ("A 135M model aligned in minutes on a CPU with a few dozen optimiser steps: it "
-                                  "shows the method end to end at small scale; its answers are short and often "
-                                  "wrong." if tiny else "Aligned with feedback of WildChat users; inherits their "
-                                  "preferences and biases.")},
+        results=tuple(_win_rates(results, card.dataset_id, judge)),
     )
-    return write_model(target, model_name(profile), Path(model_dir), card)
+    values: dict[str, Any] = {
+        "beta": dpo.get("beta", 0.1), "reference": dpo.get("reference", "the SFT model"),
+        "base_note": block(random_base, "random_base", "hub_base"), "base": base_id or base_name,
+        "method": block(bool(lora), "lora", "full"),
+        **{f"lora_{k}": lora.get(k) for k in ("r", "alpha", "target_modules")},
+        "variants": ", ".join(f"`{k}` ({v} pairs)" for k, v in sorted(variants.items())) or "unknown",
+        "selected": block(bool(dpo.get("variant")), "selected"),
+        "sft_script": f"{SFT_DIR}/train_wildfeedback_sft.py",
+        "prompt_style": results.get("prompt_style", "wb-reward"), "n": results.get("n", 0),
+        "max_new_tokens": results.get("max_new_tokens", "?"), "judge": judge,
+        "comparison_table": _comparison_table(results),
+        "outcome": block(bool(verdicts), "outcome"), "verdicts": "; ".join(verdicts),
+        "agreement": block(bool(agreement), "agreement"),
+        "small_scale": block(card.tiny or lexical, "small_scale"),
+        "small_model": Block("random_model" if random_base else "small_model"),
+        "sft_steps": sft.get("steps", "?"), "dpo_steps": dpo.get("steps", "?"),
+        "lexical_note": block(lexical, "lexical_note"),
+        "training_table": _training_table(sft, dpo),
+        "caps": block(bool(caps), "caps"), "capped": "; ".join(caps),
+        "max_prompt_length": dpo.get("max_prompt_length", "n/a"), "max_length": dpo.get("max_length", "n/a"),
+        **{k: data.get(k, 0) for k in ("truncated_prompts", "dropped_too_long", "dropped_identical")},
+        "sft_collapse_check": sft.get("collapse_check", "not run"),
+        "dpo_collapse_check": dpo.get("collapse_check", "not run"),
+        "recipes": recipes.strip(),
+        "limitations": block(card.tiny, "limitations_tiny", "limitations_paper"),
+    }
+    if agreement:
+        n = next(iter(agreement.values()))["n"]
+        values |= {"agreement_n": n, "agreement_line": agreement_line(agreement), "chance": n // 2}
+    return info, values
+
+
+def _spec() -> Any:
+    from convohub.model_spec import ModelSpec
+
+    profiles = ("tiny", "paper", "paper_llama3", "paper_mistral", "paper_phi3_qlora")
+    return ModelSpec(
+        name="wildfeedback_dpo",
+        # the published (DPO) stage; :func:`train` runs the SFT stage before it, and the card names both
+        script=f"{DPO_DIR}/train_wildfeedback_dpo.py",
+        recipes={p: recipe_paths(Path("."), p)[1].as_posix() for p in profiles},
+        repos={p: model_name(p) for p in profiles},
+        dataset=DATASET_REPO,
+        template="wildfeedback_dpo",
+        card_values=card_values,
+        # measured by the system's own step: the checklist judge is the release's named judge
+        evaluate=None,
+    )
+
+
+#: The aligned model (SFT then DPO), as the release publishes it.
+SPEC = _spec()

@@ -50,6 +50,9 @@ class Settings:
     seed: int = 0
     response_max_new_tokens: int = RESPONSE_MAX_NEW_TOKENS
     label_max_new_tokens: int = 2048
+    #: cap on the training users' episodes the policy answers for the on-policy variant (a seeded sample;
+    #: None = every one). Test users' episodes are never answered: the test set takes expert rows only.
+    on_policy_max_episodes: int | None = None
 
 
 @dataclass
@@ -65,8 +68,9 @@ class Backends:
     expert: ChatBackend | None = None
     policy: ChatBackend | None = None
     judge: ChatBackend | None = None
-    #: reviews every generated response before it enters a pair; required when anything is generated
-    moderator: ChatBackend | None = None
+    #: reviews every generated response before it enters a pair; required when anything is generated (an
+    #: LLM or :class:`convohub.wildfeedback.moderation.EmbeddingModerator`)
+    moderator: Any = None
     labeller_style: str | None = None
 
     def models(self) -> dict[str, ChatBackend | None]:
@@ -98,8 +102,10 @@ def messages_of(conv: Mapping[str, Any]) -> list[dict[str, str]]:
     return [{"role": t["role"], "content": t["content"]} for t in conv["turns"]]
 
 
-def _cached(backend: ChatBackend | None, work: Path) -> ChatBackend | None:
-    if backend is None or isinstance(backend, CachedBackend):
+def _cached(backend: Any, work: Path) -> Any:
+    """A chat backend wrapped in the pipeline's response cache; anything else (None, an already cached
+    backend, the zero-shot moderator) as it is."""
+    if not isinstance(backend, ChatBackend) or isinstance(backend, CachedBackend):
         return backend
     return CachedBackend(backend, work / "llm-cache")
 
@@ -181,7 +187,7 @@ def _generate(backend: ChatBackend, chats: Sequence[list[dict[str, str]]], max_n
     return [r.text.strip() if r.ok and r.text.strip() else None for r in responses]
 
 
-def _moderated(texts: list[str | None], moderator: ChatBackend, counts: Counter) -> list[str | None]:
+def _moderated(texts: list[str | None], moderator: Any, counts: Counter) -> list[str | None]:
     """``texts`` with every response the moderator did not call safe replaced by None (counted)."""
     from convohub.wildfeedback.moderation import moderate
 
@@ -197,7 +203,7 @@ def _moderated(texts: list[str | None], moderator: ChatBackend, counts: Counter)
 
 
 def expert_pairs(skeletons: Sequence[dict], backend: ChatBackend | None, max_new_tokens: int,
-                 moderator: ChatBackend | None = None) -> tuple[list[dict], Counter]:
+                 moderator: Any = None) -> tuple[list[dict], Counter]:
     """Expert variant: the response generated with the preferences (moderated), or offline the conversation's
     own revised response."""
     counts: Counter[str] = Counter(episodes=len(skeletons))
@@ -225,7 +231,7 @@ def expert_pairs(skeletons: Sequence[dict], backend: ChatBackend | None, max_new
 
 def on_policy_pairs(skeletons: Sequence[dict], policy: ChatBackend, judge: ChatBackend,
                     max_new_tokens: int, judge_max_new_tokens: int = 1024, *,
-                    moderator: ChatBackend) -> tuple[list[dict], Counter]:
+                    moderator: Any) -> tuple[list[dict], Counter]:
     """Policy with vs without preferences, both moderated, kept when the checklist judge prefers the guided one."""
     from convohub.metrics.checklist_judge import judge_pairs
 
@@ -261,6 +267,19 @@ def on_policy_pairs(skeletons: Sequence[dict], policy: ChatBackend, judge: ChatB
     return out, counts
 
 
+def on_policy_sample(skeletons: Sequence[dict], cap: int | None, seed: int) -> list[dict]:
+    """The training users' skeletons the policy answers: all of them, or a seeded sample of ``cap`` (in
+    their original order, so the sample is stable when the cap grows)."""
+    train = [s for s in skeletons if not is_test_user(s["user_id"])]
+    if cap is None or cap >= len(train):
+        return train
+    if cap < 0:
+        raise ValueError(f"on_policy_max_episodes must be >= 0 or None, got {cap}")
+    ranked = sorted(range(len(train)), key=lambda i: _digest([seed, train[i]["id"]]))
+    keep = set(ranked[:cap])
+    return [s for i, s in enumerate(train) if i in keep]
+
+
 PAIR_COLUMNS = ("id", "conversation_id", "user_id", "variant", "prompt", "preferences", "chosen", "rejected",
                 "sat_labels", "dsat_labels", "domain", "intent")
 
@@ -276,7 +295,8 @@ def run_pipeline(conversations: Sequence[Mapping[str, Any]], work: Path, backend
     settings = settings or Settings()
     if (backends.expert is not None or backends.policy is not None) and backends.moderator is None:
         raise ValueError("the pipeline generates responses (expert or policy backend given) but has no "
-                         "moderator: pass Backends(moderator=...) (an LLM; its name goes into the card)")
+                         "moderator: pass Backends(moderator=...) (an LLM or the zero-shot EmbeddingModerator; its name goes "
+                         "into the card)")
     work.mkdir(parents=True, exist_ok=True)
     b = Backends(**{k: _cached(v, work) for k, v in backends.models().items()},
                  labeller_style=backends.labeller_style)
@@ -289,7 +309,8 @@ def run_pipeline(conversations: Sequence[Mapping[str, Any]], work: Path, backend
     labels_fp = {"data": _digest([c["conversation_id"] for c in multi]), "labeller": backends.describe()["labeller"],
                  "max_attempts": settings.max_attempts, "label_max_new_tokens": settings.label_max_new_tokens}
     summaries_fp = {**labels_fp, "summariser": backends.describe()["summariser"]}
-    pairs_fp = {**summaries_fp, **backends.describe(), "response_max_new_tokens": settings.response_max_new_tokens}
+    pairs_fp = {**summaries_fp, **backends.describe(), "response_max_new_tokens": settings.response_max_new_tokens,
+                "on_policy_max_episodes": settings.on_policy_max_episodes, "seed": settings.seed}
 
     def _labels() -> dict[str, Any]:
         outcomes = identify_many([messages_of(c) for c in multi], b.labeller, max_attempts=settings.max_attempts,
@@ -333,8 +354,10 @@ def run_pipeline(conversations: Sequence[Mapping[str, Any]], work: Path, backend
         expert, expert_counts = expert_pairs(skeletons, b.expert, settings.response_max_new_tokens, b.moderator)
         value: dict[str, Any] = {"skeleton_drops": dict(dropped), "expert": expert, "expert_counts": dict(expert_counts)}
         if b.policy is not None and b.judge is not None:
-            policy_rows, policy_counts = on_policy_pairs(skeletons, b.policy, b.judge,
+            chosen_for_policy = on_policy_sample(skeletons, settings.on_policy_max_episodes, settings.seed)
+            policy_rows, policy_counts = on_policy_pairs(chosen_for_policy, b.policy, b.judge,
                                                          settings.response_max_new_tokens, moderator=b.moderator)
+            policy_counts["training_user_episodes"] = sum(not is_test_user(s["user_id"]) for s in skeletons)
             value.update(on_policy=policy_rows, on_policy_counts=dict(policy_counts))
         return value
 

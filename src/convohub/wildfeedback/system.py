@@ -27,22 +27,32 @@ from convohub.scoring import Benchmark
 POLICY_ENV = "CONVOHUB_WILDFEEDBACK_POLICY"
 JUDGE_ENV = "CONVOHUB_WILDFEEDBACK_JUDGE"
 USERS_ENV = "CONVOHUB_WILDFEEDBACK_USERS"
+#: Overrides TINY_ON_POLICY_EPISODES (tests: a handful of episodes keep the on-policy path short).
+ON_POLICY_EPISODES_ENV = "CONVOHUB_WILDFEEDBACK_ON_POLICY_EPISODES"
+#: Tiny profile: test instances judged and answer length, sized so train + evaluate fit ~7 min on 2 cores.
+TINY_EVAL_ITEMS, TINY_EVAL_NEW_TOKENS = 16, 48
+#: Tiny profile: training users' episodes the policy (SmolLM2) answers with and without the preferences, and
+#: the length of those answers (~42 tokens/s batched on 2 cores: 2 x 96 x 64 tokens take ~5 min).
+TINY_ON_POLICY_EPISODES, TINY_RESPONSE_NEW_TOKENS = 96, 64
 
 
-def _backends(llm: Any, policy: str | None = None, judge: str | None = None, *, labeller: Any = "llm",
-              labeller_style: str | None = None) -> Any:
+def _backends(llm: Any, policy: Any = None, judge: Any = None, *, labeller: Any = "llm",
+              labeller_style: str | None = None, moderator: Any = None) -> Any:
     """Which model does what; ``labeller`` defaults to ``llm`` (pass None for the rules, or another backend:
-    the measured offline default may differ from the summariser and expert)."""
+    the measured offline default may differ from the summariser and expert). ``policy`` and ``judge`` are
+    model specs or backends (default: ``$CONVOHUB_WILDFEEDBACK_POLICY`` / ``_JUDGE``, the judge else the LLM);
+    ``moderator`` defaults to the LLM, else the judge's model."""
     from convohub.llm import make_backend
     from convohub.wildfeedback.pipeline import Backends
 
     policy = policy or os.environ.get(POLICY_ENV) or None
     judge = judge or os.environ.get(JUDGE_ENV) or None
-    judge_backend = make_backend(judge) if judge else llm
-    # generated responses are reviewed by the configured LLM (else the judge's model) before they enter a pair
+    judge_backend = (make_backend(judge) if isinstance(judge, str) else judge) if judge else llm
+    if moderator is None:
+        moderator = llm if llm is not None else judge_backend
     return Backends(labeller=llm if labeller == "llm" else labeller, summariser=llm, expert=llm,
-                    policy=make_backend(policy) if policy else None, judge=judge_backend,
-                    moderator=llm if llm is not None else judge_backend, labeller_style=labeller_style)
+                    policy=make_backend(policy) if isinstance(policy, str) else policy, judge=judge_backend,
+                    moderator=moderator, labeller_style=labeller_style)
 
 
 def offline_labeller(local_llm: Any, cache_dir: Path, log: Any = print) -> tuple[Any, str | None, dict[str, Any]]:
@@ -79,17 +89,30 @@ def _build_dataset(ctx: Any, source: Path | None) -> Path:
             raise FileNotFoundError(f"WildFeedback source {source} must be a folder with wildfeedback.json, "
                                     "sat_dsat_annotation.json and/or user_preference.json")
         return build_from_source(ctx.target, ctx.repo, Path(source))
-    settings = Settings(seed=ctx.seed) if ctx.profile == "tiny" else Settings(seed=ctx.seed, test_clusters=70,
-                                                                              test_per_cluster=10)
+    tiny = ctx.profile == "tiny"
+    episodes = int(os.environ.get(ON_POLICY_EPISODES_ENV, TINY_ON_POLICY_EPISODES))
+    settings = (Settings(seed=ctx.seed, on_policy_max_episodes=episodes,
+                         response_max_new_tokens=TINY_RESPONSE_NEW_TOKENS) if tiny
+                else Settings(seed=ctx.seed, test_clusters=70, test_per_cluster=10))
     users = int(os.environ.get(USERS_ENV, DEFAULT_USERS))
     labeller, style, comparison = _labelling(ctx)
     from convohub.wildfeedback.identify import labeller_label
 
     how = "named by --llm" if ctx.use_rules or ctx.llm is not None else "agreed better on the hand-labelled set"
     ctx.log(f"feedback labeller: {labeller_label(labeller, style)} ({how})")
+    backends = _backends(ctx.llm, labeller=labeller, labeller_style=style)
+    moderation = None
+    if tiny and not ctx.use_rules and backends.policy is None:
+        # on-policy pairs from the model the tiny recipes train (SmolLM2), judged by the release's judge
+        backends.policy, backends.judge = ctx.local_llm(), backends.judge or ctx.local_llm()
+    if backends.moderator is None and backends.policy is not None:
+        from convohub.wildfeedback.moderation import offline_moderator
+
+        backends.moderator, moderation = offline_moderator(ctx.local_llm(), ctx.scratch("wildfeedback",
+                                                                                        "gold-agreement"), ctx.log)
     return build_from_pipeline(ctx.target, ctx.repo, ctx.scratch("wildfeedback", f"pipeline-{ctx.profile}"),
-                               backends=_backends(ctx.llm, labeller=labeller, labeller_style=style),
-                               settings=settings, n_users=users, gold_comparison=comparison)
+                               backends=backends, settings=settings, n_users=users, gold_comparison=comparison,
+                               moderation_comparison=moderation)
 
 
 def _step_build(ctx: Any) -> dict[str, Any]:
@@ -104,19 +127,31 @@ def _dataset_dir(ctx: Any) -> Path:
     return folder if (folder / "README.md").is_file() else _build_dataset(ctx, None)
 
 
+def training_variant(dataset_dir: Path) -> str | None:
+    """``on_policy`` when the built dataset has on-policy pairs (offline: SmolLM2's own answers with vs
+    without the preferences, judge-filtered -- pairs that teach the model the tiny recipes train), else
+    None (every variant: the expert rows)."""
+    from convohub.wildfeedback.alignment import load_preference_rows
+    from convohub.wildfeedback.pipeline import VARIANT_ON_POLICY
+
+    variants = set(load_preference_rows(dataset_dir)["variant"])
+    return VARIANT_ON_POLICY if any(v.startswith(VARIANT_ON_POLICY) for v in variants) else None
+
+
 def _step_train(ctx: Any) -> dict[str, Any]:
     """SFT on the chosen responses, then DPO with the SFT model as the reference: each stage's script
     (training/wildfeedback_*) launched with ``accelerate launch`` and the profile's recipe."""
     from convohub.wildfeedback import alignment
 
     out = ctx.scratch("wildfeedback", f"align-{ctx.profile}")
-    dpo_dir = alignment.train(ctx.repo, ctx.profile, _dataset_dir(ctx), out, ctx.seed,
+    dataset_dir = _dataset_dir(ctx)
+    variant = training_variant(dataset_dir)
+    ctx.log(f"training on preference variant: {variant or 'every variant'}")
+    dpo_dir = alignment.train(ctx.repo, ctx.profile, dataset_dir, out, ctx.seed, variant=variant,
                               sft_args=ctx.train_overrides(), dpo_args=ctx.train_overrides())
     return {"wildfeedback_sft_dir": out / "sft", "wildfeedback_dpo_dir": dpo_dir}
 
 
-#: Tiny profile: test instances judged and answer length, sized so train + evaluate fit ~7 min on 2 cores.
-TINY_EVAL_ITEMS, TINY_EVAL_NEW_TOKENS = 16, 48
 
 
 def _release_judge(ctx: Any) -> Any:
@@ -143,28 +178,28 @@ def _step_evaluate(ctx: Any) -> dict[str, Any]:
         agreement["lexical"] = judge_agreement(LexicalChecklistJudge())
     ctx.log("judge agreement on the hand-labelled set: " + alignment.agreement_line(agreement))
     dpo_dir, sft_dir = Path(ctx.artifacts["wildfeedback_dpo_dir"]), Path(ctx.artifacts["wildfeedback_sft_dir"])
+    # what each stage's run saved (its resolved arguments, overrides included), never the recipes
+    sft, dpo = alignment.read_results(sft_dir), alignment.read_results(dpo_dir)
     tiny = ctx.profile == "tiny"
     results = evaluation.evaluate(
-        str(dpo_dir), {"sft": str(sft_dir), "base": alignment.base_model_of(ctx.repo, ctx.profile)},
+        str(dpo_dir), {"sft": str(sft_dir), "base": str(sft["base_model"])},
         _dataset_dir(ctx), judge=judge, limit=TINY_EVAL_ITEMS if tiny else None,
-        max_new_tokens=TINY_EVAL_NEW_TOKENS if tiny else 512,
-        max_prompt_length=alignment.read_results(dpo_dir)["max_prompt_length"])
-    results["judge_agreement"] = agreement
+        max_new_tokens=TINY_EVAL_NEW_TOKENS if tiny else 512, max_prompt_length=dpo["max_prompt_length"])
+    results |= {"judge_agreement": agreement, "sft": sft, "dpo": dpo}  # everything the card reports
     ctx.log(evaluation.format_table(results))
     path = ctx.scratch("wildfeedback") / "alignment_eval.json"
     atomic_write_text(path, dump_json(results))
-    return {"wildfeedback_eval_path": path}
+    return {alignment.SPEC.artifact("eval_path"): path}
 
 
 def _step_card(ctx: Any) -> dict[str, Any]:
-    from convohub.wildfeedback import alignment
+    """The aligned model's repo, published by its spec (``alignment.SPEC``, ``model_cards/wildfeedback_dpo.md``)
+    with the evaluation step's results."""
+    from convohub.wildfeedback.alignment import SPEC
 
-    results = read_json(Path(ctx.artifacts["wildfeedback_eval_path"]))
-    results |= {"sft": alignment.read_results(Path(ctx.artifacts["wildfeedback_sft_dir"])),
-                "dpo": alignment.read_results(Path(ctx.artifacts["wildfeedback_dpo_dir"]))}
-    path = alignment.publish(ctx.target, ctx.profile, Path(ctx.artifacts["wildfeedback_dpo_dir"]), results,
-                             alignment.recipe_paths(ctx.repo, ctx.profile)[1])
-    return {"wildfeedback_model_dir": path}
+    results = read_json(Path(ctx.artifacts[SPEC.artifact("eval_path")]))
+    path = SPEC.publish(ctx.target, ctx.repo, ctx.profile, Path(ctx.artifacts[SPEC.artifact("dir")]), results)
+    return {SPEC.artifact("card_dir"): path}
 
 
 def _step_space(ctx: Any) -> dict[str, Any]:

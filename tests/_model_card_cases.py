@@ -1,0 +1,146 @@
+"""Saved training records and evaluation results of every published model, as the release hands them to the
+card step: enough to render each card template (both profiles, every optional paragraph) without training."""
+
+from __future__ import annotations
+
+import json
+import math
+from pathlib import Path
+from typing import Any
+
+SMOLLM2_ID = "HuggingFaceTB/SmolLM2-135M-Instruct"
+
+
+def _folder(path: Path, files: dict[str, Any]) -> Path:
+    path.mkdir(parents=True, exist_ok=True)
+    (path / "config.json").write_text("{}", encoding="utf-8")
+    for name, data in files.items():
+        (path / name).write_text(json.dumps(data), encoding="utf-8")
+    return path
+
+
+def _chat_lm(tmp: Path, profile: str) -> tuple[Path, dict[str, Any]]:
+    tiny = profile == "tiny"
+    record = {"model_name_or_path": "smollm2" if tiny else "convohub-tiny:causal",
+              "base_model": SMOLLM2_ID if tiny else None, "dataset_path": "x", "dataset_config": "conversations",
+              "train_split": "train", "eval_split": "validation", "max_eval_samples": 4, "max_length": 256,
+              "method": "lora" if tiny else "full",
+              "lora": {"r": 16, "alpha": 32, "dropout": 0.05, "target_modules": "all-linear"} if tiny else None,
+              "learning_rate": 0.001, "lr_scheduler_type": "linear", "batch_size": 8, "steps": 3, "epochs": 0.3,
+              "train_examples": 80, "train_loss": 2.5, "train_seconds": 30.0, "seconds_per_step": 10.0, "seed": 0}
+    results = {"split": "validation", "conversations": 4, "max_length": 256, "base_model": record["model_name_or_path"],
+               "perplexity_base": 12.3456, "perplexity_trained": 9.8765, "seconds_base": 1.0, "seconds_trained": 1.0}
+    return _folder(tmp, {"train_results.json": record}), results
+
+
+def _extract(tmp: Path, profile: str) -> tuple[Path, dict[str, Any]]:
+    tiny = profile == "tiny"
+    script = {"model_name_or_path": "convohub-tiny:seq2seq" if tiny else "facebook/bart-base", "tiny_layers": 2,
+              "tiny_d_model": 64, "train_tokenizer_on_data": tiny}
+    results: dict[str, Any] = {"split": "test", "pairs": 16, "exact_match": 0.25, "exact_match_positive": 0.125,
+                               "exact_match_null": 0.5, "no_repeat_ngram_size": 3 if tiny else 0,
+                               "references_blocked_by_no_repeat": 2 if tiny else 0,
+                               "pair_settings": {"alias_weight": 0.2, "with_persona_names": False,
+                                                 "max_events_per_source": 5, "seed": 0}}
+    if tiny:
+        results["exact_match_without_no_repeat"] = 0.3125
+    return _folder(tmp, {"training_args.json": {"script": script, "training": {"seed": 0}, "model": {}}}), results
+
+
+def _retrieve(tmp: Path, profile: str, task: str) -> tuple[Path, dict[str, Any]]:
+    labels = {"0": "irrelevant", "1": "relevant"} if task == "events" else \
+        {"0": "irrelevant", "1": "relevant", "2": "partial"}
+    results: dict[str, Any] = {"task": task, "split": "test", "labels": labels, "examples": 24, "accuracy": 0.625,
+                               "f1_macro": 0.5, "data": {}}
+    for name in labels.values():
+        results |= {f"examples_{name}": 8, f"recall_{name}": 0.5}
+    if profile == "tiny":
+        results["training"] = {"split": "dev", "after": {"examples": 32, "f1_macro": 0.5}, "before": {"f1_macro": 0.25},
+                               "accuracy_before": 0.375, "accuracy_after": 0.625, "train_examples": 48, "epochs": 1.0}
+    if task == "events":
+        results["retrieval"] = {"bm25_recall": 0.75, "bm25_precision": 0.125, "pipeline_recall": 0.5,
+                                "pipeline_precision": 0.25, "candidates": 40.0, "returned": 10.5, "gold": 5.0,
+                                "bm25_f1": 0.2, "pipeline_f1": 0.3, "calls": 3, "calls_in_split": 12,
+                                "calls_without_gold": 0, "calls_estimated": 1 if profile == "tiny" else 0,
+                                "classified_events": 24, "max_classified": 8, "pattern_model": profile == "tiny"}
+    base = "minilm" if profile == "tiny" else "cross-encoder/ms-marco-MiniLM-L12-v2"
+    return _folder(tmp, {"training_args.json": {"script": {"model_name_or_path": base}, "training": {"seed": 0},
+                                                "model": {}}}), results
+
+
+def _qud(tmp: Path, profile: str) -> tuple[Path, dict[str, Any]]:
+    base = {"tiny": "convohub-tiny:causal", "paper": "meta-llama/Llama-3.2-1B-Instruct", "paper_xs": "smollm2"}[profile]
+    random_base = profile == "tiny"
+    args = {"script": {"train_tokenizer_on_data": random_base, "grammar_tokens": True, "tiny_layers": 2,
+                       "tiny_hidden_size": 64, "max_input_tokens": 200},
+            "training": {"per_device_train_batch_size": 8, "gradient_accumulation_steps": 1, "learning_rate": 0.001,
+                         "lr_scheduler_type": "linear", "seed": 0},
+            "model": {"model_name_or_path": base, "dtype": "float32"}}
+    training = {"peft": None if random_base else {"lora_r": 16, "lora_alpha": 32, "lora_target_modules": "all-linear"},
+                "optimizer_steps": 6, "train_pairs": 48, "train_seconds": 12.5, "data": {"source": "gold trees"}}
+    results: dict[str, Any] = {
+        "split": "test", "questions": 4, "hit@1": 0.25, "rlx_hit@1": 0.5, "rlx_hit@1_20": 0.5,
+        "tree_exact_match": 0.125, "questions_with_gold_tree": 3, "first_step_exact_match": 0.5,
+        "step_exact_match": 0.375, "gold_steps": 9, "parse_rate": 0.75, "tree_rate": 1.0, "answered": 3,
+        "retriever": "BM25Retriever", "extractor": "DirectExtractor", "max_trees": 2, "decomposer": {},
+        "decomposer_stats": {}, "generation_seconds": 3.5, "seconds": 5.0, "training": training}
+    results["before"] = None if random_base else {**results, "model": base, "hit@1": 0.0, "generation_seconds": 1.0}
+    return _folder(tmp, {"training_args.json": args, "eval_results.json": training}), results
+
+
+def _wildfeedback(tmp: Path, profile: str, base: str) -> tuple[Path, dict[str, Any]]:
+    tiny = profile == "tiny"
+    lora = None if base.startswith("convohub-tiny:") else {"r": 16, "alpha": 32, "dropout": 0.05,
+                                                           "target_modules": "all-linear"}
+    sft = {"stage": "sft", "base_model": base,
+           "train_examples": 64, "steps": 4, "batch_size": 16, "learning_rate": 0.003, "loss_first": 3.2,
+           "loss_last": 2.1, "train_seconds": 12.0, "collapse_check": "ok", "lora": lora,
+           "max_train_samples": 64 if tiny else None}
+    dpo = {"stage": "dpo", "reference_model": str(tmp.parent / "sft"), "train_pairs": 64, "steps": 4, "batch_size": 16,
+           "learning_rate": 0.001, "beta": 0.1, "loss_first": 0.6931, "loss_last": 0.5, "reward_margin_first": 0.0,
+           "reward_margin_last": 0.42, "reward_accuracy_last": 0.75, "train_seconds": 20.0, "collapse_check": "ok",
+           "lora": lora, "max_train_samples": 64 if tiny else None, "max_prompt_length": 256, "max_length": 512,
+           "variant": None if tiny else "expert", "reference": "the SFT model: a frozen copy",
+           "data": {"variants": {"expert": 48, "on_policy": 16}, "truncated_prompts": 3, "dropped_too_long": 1,
+                    "dropped_identical": 2}}
+
+    def wtl(win: float, tie: float, lose: float) -> dict[str, Any]:
+        return {"win": win, "tie": tie, "lose": lose, "mean_reward": 6.25, "n_judged": 6, "parse_failures": 0}
+
+    nothing = {**wtl(math.nan, math.nan, math.nan), "mean_reward": math.nan, "n_judged": 0, "parse_failures": 12}
+    judge = "convohub-lexical-judge" if lora is None else SMOLLM2_ID if tiny else "meta-llama/Llama-3.1-8B-Instruct"
+    agreement = {"judge": {"judge": judge, "prompt_style": "wb-reward", "n": 64, "agree": 13, "ties": 42,
+                           "wrong": 9, "parse_failures": 0}}
+    if lora is not None:
+        agreement["lexical"] = {"judge": "convohub-lexical-judge", "prompt_style": "wb-reward", "n": 64, "agree": 20,
+                                "ties": 30, "wrong": 14, "parse_failures": 0}
+    results = {"n": 6, "judge": judge, "prompt_style": "wb-reward" if tiny else "pointwise", "max_new_tokens": 32,
+               "comparisons": {"sft": {"baseline": str(tmp.parent / "sft"), "with_checklist": wtl(0.5, 0.25, 0.25),
+                                       "without_checklist": wtl(0.25, 0.5, 0.25)},
+                               "base": {"baseline": base,
+                                        "with_checklist": wtl(0.125, 0.25, 0.625),
+                                        "without_checklist": nothing if not tiny else wtl(0.5, 0.0, 0.5)}},
+               "judge_agreement": agreement if profile != "paper_mistral" else {}, "sft": sft, "dpo": dpo}
+    return _folder(tmp, {"eval_results.json": dpo}), results
+
+
+#: (spec name, profile, variant) -> builder(model folder, profile) -> evaluation results; the variants reach every
+#: optional paragraph of the templates (random or named base model, with or without LoRA, judge agreement ...)
+CASES = {
+    ("chat_lm", "tiny", ""): _chat_lm, ("chat_lm", "paper", ""): _chat_lm,
+    ("reqap_extract", "tiny", ""): _extract, ("reqap_extract", "paper", ""): _extract,
+    ("reqap_retrieve_patterns", "tiny", ""): lambda t, p: _retrieve(t, p, "patterns"),
+    ("reqap_retrieve_patterns", "paper", ""): lambda t, p: _retrieve(t, p, "patterns"),
+    ("reqap_retrieve_events", "tiny", ""): lambda t, p: _retrieve(t, p, "events"),
+    ("reqap_retrieve_events", "paper", ""): lambda t, p: _retrieve(t, p, "events"),
+    ("reqap_qud", "tiny", ""): _qud, ("reqap_qud", "paper", ""): _qud, ("reqap_qud", "paper_xs", ""): _qud,
+    ("wildfeedback_dpo", "tiny", "random"): lambda t, p: _wildfeedback(t, p, "convohub-tiny:causal"),
+    ("wildfeedback_dpo", "tiny", "smollm2"): lambda t, p: _wildfeedback(t, p, "smollm2"),
+    ("wildfeedback_dpo", "paper", ""): lambda t, p: _wildfeedback(t, p, "microsoft/Phi-3-mini-4k-instruct"),
+    ("wildfeedback_dpo", "paper_mistral", ""): lambda t, p: _wildfeedback(t, p, "mistralai/Mistral-7B-Instruct-v0.3"),
+}
+
+
+def card_case(tmp: Path, name: str, profile: str, variant: str = "") -> tuple[Path, dict[str, Any]]:
+    """A model folder holding the saved training files, and the evaluation results, of one case."""
+    return CASES[(name, profile, variant)](tmp / name / f"{profile}{variant}" / "model", profile)
