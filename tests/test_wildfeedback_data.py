@@ -150,6 +150,17 @@ def test_rules_measured_on_the_hand_labelled_set(tmp_path: Path) -> None:
     assert rules["SAT"]["turns"] == comparison["gold"]["scored_turns"] >= 90
     assert 0.5 < rules["SAT"]["f1"] < 1 and 0 < rules["DSAT"]["f1"] < 1  # measured, not perfect
     assert compare_on_gold(None, tmp_path, log=lambda _: None) == comparison  # cached
+    assert len(list(tmp_path.glob("gold_agreement-*.json"))) == 1
+
+
+def test_gold_agreement_cache_is_keyed_on_the_labelling_code(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """A changed prompt or rule (another code digest) is measured again instead of replaying old figures."""
+    from convohub.wildfeedback import agreement
+
+    compare_on_gold(None, tmp_path, log=lambda _: None)
+    monkeypatch.setattr(agreement, "labelling_code_digest", lambda: "changed-prompts")
+    compare_on_gold(None, tmp_path, log=lambda _: None)
+    assert len(list(tmp_path.glob("gold_agreement-*.json"))) == 2
 
 
 class Scripted(ChatBackend):

@@ -111,6 +111,17 @@ def load_gold() -> tuple[GoldConversation, ...]:
     return tuple(parse_gold(json.loads(path.read_text(encoding="utf-8")), str(path)))
 
 
+def labelling_code_digest() -> str:
+    """Digest of the code that turns a conversation into labels (rules, prompts, parsing): a changed prompt
+    or rule makes a cached agreement stale even when the model and the gold file are the same."""
+    import inspect
+
+    from convohub.wildfeedback import identify, labels, rules, turn_prompts
+
+    text = "".join(inspect.getsource(m) for m in (identify, labels, rules, turn_prompts))
+    return hashlib.sha256(text.encode()).hexdigest()[:16]
+
+
 def gold_digest() -> str:
     return hashlib.sha256(gold_path().read_bytes()).hexdigest()[:16]
 
@@ -170,8 +181,9 @@ def compare_on_gold(backend: Any | None, cache_dir: Path | None = None, *, promp
 
     Returns ``{"gold": {...}, "labellers": {name: agreement}, "rules": name, "llm": name|None,
     "chosen": name, "choice_rule": ...}``. With ``cache_dir`` the LLM answers are cached there and the
-    whole result is stored in ``cache_dir/gold_agreement.json``, keyed by the gold file, the labeller and
-    the model's identity (weights hash), so a release re-run measures nothing twice.
+    whole result is stored in ``cache_dir/gold_agreement-<key>.json``, keyed by the gold file, the labeller,
+    the model's identity (weights hash) and the labelling code (:func:`labelling_code_digest`), so a release
+    re-run measures nothing twice and a changed prompt is measured again.
     """
     from convohub.llm import CachedBackend
     from convohub.wildfeedback.identify import identify_many, labeller_label
@@ -182,8 +194,9 @@ def compare_on_gold(backend: Any | None, cache_dir: Path | None = None, *, promp
     llm_name = labeller_label(backend, prompt_style) if backend is not None else None
     fingerprint = {"gold": gold_digest(), "rules": rules_name, "llm": llm_name,
                    "identity": backend.identity() if backend is not None else None, "attempts": max_attempts,
-                   "split_min_attempts": MIN_ATTEMPTS}
-    path = cache_dir / "gold_agreement.json" if cache_dir is not None else None
+                   "split_min_attempts": MIN_ATTEMPTS, "code": labelling_code_digest()}
+    key = hashlib.sha256(json.dumps(fingerprint, sort_keys=True, default=str).encode()).hexdigest()[:16]
+    path = cache_dir / f"gold_agreement-{key}.json" if cache_dir is not None else None
     if path is not None and path.exists():
         saved = json.loads(path.read_text(encoding="utf-8"))
         if saved.get("fingerprint") == fingerprint:

@@ -206,7 +206,8 @@ def offline_moderator(local_llm: ChatBackend, cache_dir: Path, log: Any = print)
     for key, moderator in (("llm", local_llm), ("zero_shot", embedding)):
         ident = moderator.identity() if hasattr(moderator, "identity") else {"name": moderator.name,
                                                                             "margin": embedding.margin}
-        digest = hashlib.sha256(json.dumps([ident, load_moderation_gold(), HARM_DESCRIPTIONS, SAFE_DESCRIPTIONS],
+        digest = hashlib.sha256(json.dumps([ident, load_moderation_gold(), HARM_DESCRIPTIONS, SAFE_DESCRIPTIONS,
+                                            _SYSTEM, _QUESTION, MAX_NEW_TOKENS],
                                            sort_keys=True, default=str).encode()).hexdigest()[:16]
         path = Path(cache_dir) / f"moderation-{key}-{digest}.json"
         if path.is_file():

@@ -13,6 +13,12 @@ Offline, :func:`rule_summary` writes the sentences from the DSAT labels and the 
 episode starts at a DSAT user turn, runs over the following consecutive DSAT turns, and its query is the
 closest earlier turn that is a request (state NEWTOPIC or CONTINUATION), else T-1. Each label contributes
 one sentence (Style cues are spelled out: shorter, formal, bullet points, simpler, ...).
+
+Two prompt styles for a backend (``prompt_style``): ``"full"`` (the default) is the paper's single prompt
+above, for capable endpoints; ``"episode"`` asks a small model one short question per DSAT feedback turn --
+the request and the user's feedback, answered with one sentence after two worked examples -- and takes the
+episodes and their query turns from the labels with the rule segmentation (:func:`episodes`), so the model
+writes only the preference sentences; :func:`summariser_name` says so.
 """
 
 from __future__ import annotations
@@ -173,10 +179,15 @@ def parse_summary(text: str | None, n_turns: int) -> list[dict]:
 
 def summarise_many(items: Sequence[tuple[Sequence[Mapping[str, str]], FeedbackResult]],
                    backend: ChatBackend | None = None, *, max_attempts: int = 3,
-                   progress: bool = True) -> list[tuple[list[dict] | None, list[str]]]:
-    """(summary or None, errors) per conversation; with a backend, invalid answers are retried."""
+                   progress: bool = True, prompt_style: str = "full") -> list[tuple[list[dict] | None, list[str]]]:
+    """(summary or None, errors) per conversation; with a backend, invalid answers are retried.
+    ``prompt_style`` is ``"full"`` (the paper's single prompt) or ``"episode"`` (see the module docstring)."""
     if backend is None:
         return [(rule_summary(turns, result), []) for turns, result in items]
+    if prompt_style not in PROMPT_STYLES:
+        raise ValueError(f"prompt_style must be one of {PROMPT_STYLES}, got {prompt_style!r}")
+    if prompt_style == "episode":
+        return summarise_episodes(items, backend, max_attempts=max_attempts, progress=progress)
     sizes = [len(group_turns(turns)) for turns, _ in items]
     results: list[tuple[list[dict] | None, list[str]]] = [(None, []) for _ in items]
     todo = list(range(len(items)))
@@ -200,12 +211,128 @@ def summarise_many(items: Sequence[tuple[Sequence[Mapping[str, str]], FeedbackRe
     return results
 
 
-def summarise(turns: list[dict], result: FeedbackResult, backend: ChatBackend | None = None) -> list[dict]:
+# --- "episode" prompts: one short question per DSAT feedback turn (a small model can follow these) ------
+
+PROMPT_STYLES = ("full", "episode")
+RULES_NAME = "rules:preference-templates-v1"
+#: Characters of the request and of the feedback shown in one episode question.
+EPISODE_CONTEXT_CHARS = 300
+EPISODE_MAX_NEW_TOKENS = 48
+_EPISODE_SYSTEM = ("You read a user's feedback on an AI assistant's reply and write one complete sentence, "
+                   "starting with 'The user wants', that says what the user wants instead. Use only the user's "
+                   "feedback.")
+#: The AI reply is left out on purpose: shown it, SmolLM2-135M restates the reply the user rejected as their
+#: wish (measured on the hand-written set: 43% of its sentences misread with the reply, 27% without).
+_EPISODE_TURN = "Request: {request}\nUser feedback: {feedback}\nWhat the user wants:"
+#: Two worked examples (written for convohub, not from any gold set): without them a 135M model
+#: continues the conversation instead of describing the user.
+_EPISODE_SHOTS = (
+    ("Write a birthday message for my grandma.", "Too short and plain. She's turning 90, make it warmer.",
+     "The user wants a longer, warmer message that mentions their grandmother turning 90."),
+    ("What is the boiling point of water in Fahrenheit?", "No, that's Celsius. It's 212 F.",
+     "The user expects the correct boiling point of water in Fahrenheit, which is 212 degrees."),
+)
+
+
+def summariser_name(backend: ChatBackend | None, prompt_style: str = "full") -> str:
+    """What rows and cards record for this summariser and prompt style."""
+    if backend is None:
+        return RULES_NAME
+    if prompt_style == "episode":
+        return f"{backend.name} (episode prompts; episodes and query turns {RULES_NAME})"
+    return backend.name
+
+
+def episode_messages(request: str, feedback: str) -> list[dict[str, str]]:
+    """The system instruction, two worked examples, then the request and the feedback turn to describe."""
+    messages = [{"role": "system", "content": _EPISODE_SYSTEM}]
+    for shot_request, shot_feedback, sentence in _EPISODE_SHOTS:
+        messages += [{"role": "user", "content": _EPISODE_TURN.format(request=shot_request, feedback=shot_feedback)},
+                     {"role": "assistant", "content": sentence}]
+    messages.append({"role": "user", "content": _EPISODE_TURN.format(
+        request=_clip(request, EPISODE_CONTEXT_CHARS), feedback=_clip(feedback, EPISODE_CONTEXT_CHARS))})
+    return messages
+
+
+def _clip(text: str, limit: int) -> str:
+    flat = " ".join(text.split())
+    return flat if len(flat) <= limit else flat[:limit].rstrip() + " ..."
+
+
+def parse_preference_sentence(text: str | None) -> str:
+    """The first line of the answer as one sentence (leading labels, bullets and quotes stripped), or
+    :class:`ValueError` when it is not a sentence of 4 to 60 words."""
+    lines = [line.strip() for line in (text or "").splitlines() if line.strip()]
+    if not lines:
+        raise ValueError("empty answer")
+    line = re.sub(r"^(?:what the user wants|preference|answer)\s*:\s*", "", lines[0], flags=re.IGNORECASE)
+    line = line.strip(" -*\"'`").strip()
+    n_words = len(line.split())
+    if not 4 <= n_words <= 60:
+        raise ValueError(f"expected one sentence of 4-60 words, got {n_words} words: {line[:80]!r}")
+    return line if line[-1] in ".!?" else line + "."
+
+
+def summarise_episodes(items: Sequence[tuple[Sequence[Mapping[str, str]], FeedbackResult]], backend: ChatBackend,
+                       *, max_attempts: int = 3, progress: bool = True) -> list[tuple[list[dict] | None, list[str]]]:
+    """The ``"episode"`` style: episodes from the labels, one question per DSAT turn (batched; first greedy,
+    then sampled with a new seed for the answers that did not parse). A conversation fails (None) when any of
+    its questions stays unanswered; the errors name the turn."""
+    questions: list[tuple[int, int, int, list[dict[str, str]]]] = []  # (item, episode, turn, messages)
+    plans: list[list[Episode]] = []
+    for i, (turns, result) in enumerate(items):
+        grouped = group_turns(turns)
+        plan = episodes(turns, result)
+        plans.append(plan)
+        for e, episode in enumerate(plan):
+            for k in episode.feedback_turns:
+                questions.append((i, e, k, episode_messages(grouped[episode.query - 1][0], grouped[k - 1][0])))
+    answers: dict[int, str] = {}
+    errors: dict[int, list[str]] = {}
+    todo = list(range(len(questions)))
+    for attempt in range(max_attempts):
+        if not todo:
+            break
+        params = {"temperature": 0.0} if attempt == 0 else {"temperature": 0.7, "seed": attempt}
+        requests = [ChatRequest(messages=questions[q][3], max_new_tokens=EPISODE_MAX_NEW_TOKENS, **params)
+                    for q in todo]
+        responses = run_chat(backend, requests, desc=f"preference sentences (try {attempt + 1})", progress=progress)
+        still = []
+        for q, response in zip(todo, responses, strict=True):
+            try:
+                if not response.ok:
+                    raise ValueError(f"request failed: {response.error}")
+                answers[q] = parse_preference_sentence(response.text)
+            except ValueError as exc:
+                errors.setdefault(q, []).append(str(exc))
+                still.append(q)
+        todo = still
+    out: list[tuple[list[dict] | None, list[str]]] = []
+    by_item: dict[int, list[int]] = {}
+    for q, (i, _, _, _) in enumerate(questions):
+        by_item.setdefault(i, []).append(q)
+    for i, plan in enumerate(plans):
+        qs = by_item.get(i, [])
+        failed = [q for q in qs if q not in answers]
+        item_errors = [f"T-{questions[q][2]}: {err}" for q in qs for err in errors.get(q, [])]
+        if failed:
+            out.append((None, item_errors))
+            continue
+        summary = []
+        for e, episode in enumerate(plan):
+            sentences = [answers[q] for q in qs if questions[q][1] == e]
+            summary.append({"query": episode.query, "preferences": list(dict.fromkeys(sentences))})
+        out.append((summary, item_errors))
+    return out
+
+
+def summarise(turns: list[dict], result: FeedbackResult, backend: ChatBackend | None = None, *,
+              prompt_style: str = "full") -> list[dict]:
     """``[{"query": turn id, "preferences": [...]}]`` for one labelled conversation (rules when no backend).
 
     Raises :class:`PreferenceError` when every backend attempt was invalid.
     """
-    [(summary, errors)] = summarise_many([(turns, result)], backend, progress=False)
+    [(summary, errors)] = summarise_many([(turns, result)], backend, progress=False, prompt_style=prompt_style)
     if summary is None:
         raise PreferenceError(f"no valid preference summary after {len(errors)} attempts: {errors[-1]}", errors)
     return summary

@@ -72,7 +72,7 @@ def _labelling(ctx: Any) -> tuple[Any, str | None, dict[str, Any]]:
     labeller that agreed better on the hand-labelled set. The agreement is measured in every case."""
     from convohub.wildfeedback.agreement import compare_on_gold
 
-    cache = ctx.scratch("wildfeedback", "gold-agreement")
+    cache = _label_cache()  # machine-wide, keyed on gold file, model weights and labelling code
     if ctx.use_rules:
         return None, None, compare_on_gold(None, cache, log=ctx.log)
     if ctx.llm is not None:
@@ -108,8 +108,7 @@ def _build_dataset(ctx: Any, source: Path | None) -> Path:
     if backends.moderator is None and backends.policy is not None:
         from convohub.wildfeedback.moderation import offline_moderator
 
-        backends.moderator, moderation = offline_moderator(ctx.local_llm(), ctx.scratch("wildfeedback",
-                                                                                        "gold-agreement"), ctx.log)
+        backends.moderator, moderation = offline_moderator(ctx.local_llm(), _label_cache(), ctx.log)
     return build_from_pipeline(ctx.target, ctx.repo, ctx.scratch("wildfeedback", f"pipeline-{ctx.profile}"),
                                backends=backends, settings=settings, n_users=users, gold_comparison=comparison,
                                moderation_comparison=moderation)
@@ -209,6 +208,8 @@ def _step_space(ctx: Any) -> dict[str, Any]:
 
 
 def _label_cache() -> Path:
+    """Where agreement figures on the hand-labelled sets are kept, machine-wide (each file is keyed on the
+    gold data, the model's weights and the code that asks it)."""
     from convohub.models import cache_root
 
     return cache_root() / "wildfeedback" / "gold-agreement"
