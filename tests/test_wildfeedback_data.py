@@ -41,6 +41,7 @@ from convohub.wildfeedback.pipeline import PAIR_COLUMNS, Settings, run_pipeline
 from convohub.wildfeedback.rules import label_turns
 from convohub.wildfeedback.source import SourceFormatError, iter_json_records
 from convohub.wildfeedback.split import is_test_user
+from convohub.wildfeedback.summary_agreement import offline_summariser
 from convohub.wildfeedback.turn_prompts import (
     DSAT_GLOSSES,
     SAT_GLOSSES,
@@ -275,7 +276,9 @@ def built(tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, Path]:
     work = root / "work"
     folder = build_from_pipeline(HubTarget(root=root, namespace="t"), repo_root(), work,
                                  settings=Settings(test_clusters=4, test_per_cluster=3), n_users=60,
-                                 gold_comparison=compare_on_gold(None, log=lambda _: None))
+                                 gold_comparison=compare_on_gold(None, log=lambda _: None),
+                                 summary_comparison=offline_summariser(None, root / "agreement", log=lambda _: None,
+                                                                       prompt_styles=())[1])
     return folder, work
 
 
@@ -298,6 +301,9 @@ def test_pipeline_build_loads_and_keeps_users_apart(built: tuple[Path, Path]) ->
     assert "odc-by" not in card.split("---")[1] and "# DSAT Conv." in card and "revised answer" in card
     assert "on-policy variant was not built" in card
     assert "written and labelled by hand" in card and "| `rules:lexicon-v2` (chosen) | DSAT |" in card
+    assert "## Preference summary quality\n\nPreference summaries were written by `rules:preference-templates-v1`, " \
+           "chosen on 72 hand-written conversations" in card
+    assert "| `rules:preference-templates-v1` (chosen) | 0.9" in card
     assert "@example.com" not in json.dumps(list(ann["content"]))  # PII scrubbed
 
 

@@ -3,31 +3,13 @@ flagged or unanswered response (counted) before they reach the dataset."""
 
 from __future__ import annotations
 
-from collections.abc import Callable, Sequence
 from pathlib import Path
 
 import pytest
+from _replies import Replies
 
-from convohub.llm import ChatBackend, ChatRequest, ChatResponse
 from convohub.wildfeedback.moderation import moderate, moderation_messages, parse_verdict
 from convohub.wildfeedback.pipeline import Backends, expert_pairs, run_pipeline
-
-
-class Replies(ChatBackend):
-    """Answers each request with ``reply(text of its last message)``; counts the calls."""
-
-    kind = "scripted"
-
-    def __init__(self, reply: Callable[[str], str], model: str = "scripted-moderator") -> None:
-        self.reply, self.model, self.calls = reply, model, 0
-
-    @property
-    def model_id(self) -> str:
-        return self.model
-
-    def chat(self, requests: Sequence[ChatRequest]) -> list[ChatResponse]:
-        self.calls += len(requests)
-        return [ChatResponse(self.reply(r.messages[-1]["content"]), "stop") for r in requests]
 
 
 def _verdict(prompt: str) -> str:
@@ -83,7 +65,7 @@ def test_pipeline_refuses_generation_without_a_moderator(tmp_path: Path) -> None
     generator = Replies(lambda p: "text", model="scripted-expert")
     with pytest.raises(ValueError, match="no moderator"):
         run_pipeline([], tmp_path, Backends(expert=generator))
-    named = Backends(expert=generator, moderator=Replies(_verdict)).describe()
+    named = Backends(expert=generator, moderator=Replies(_verdict, model="scripted-moderator")).describe()
     assert named["moderator"] == "scripted:scripted-moderator"
 
 

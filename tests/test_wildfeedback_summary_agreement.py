@@ -6,12 +6,11 @@ from __future__ import annotations
 
 import json
 import re
-from collections.abc import Callable, Sequence
 from pathlib import Path
 
 import pytest
+from _replies import Replies
 
-from convohub.llm import ChatBackend, ChatRequest, ChatResponse
 from convohub.wildfeedback.agreement import reference_kind
 from convohub.wildfeedback.labels import FeedbackResult
 from convohub.wildfeedback.preferences import (
@@ -32,23 +31,6 @@ from convohub.wildfeedback.summary_agreement import (
     summary_choice_line,
     summary_gold_path,
 )
-
-
-class Replies(ChatBackend):
-    """Answers each request with ``reply(text of its last message)``; counts the calls."""
-
-    kind = "scripted"
-
-    def __init__(self, reply: Callable[[str], str], model: str = "scripted-summariser") -> None:
-        self.reply, self.model, self.calls = reply, model, 0
-
-    @property
-    def model_id(self) -> str:
-        return self.model
-
-    def chat(self, requests: Sequence[ChatRequest]) -> list[ChatResponse]:
-        self.calls += len(requests)
-        return [ChatResponse(self.reply(r.messages[-1]["content"]), "stop") for r in requests]
 
 
 def _knows_the_answers(field: str = "preferences", model: str = "knows-the-answers") -> Replies:
@@ -193,6 +175,23 @@ def test_episode_prompts_take_episodes_from_the_labels() -> None:
         "The user wants a shorter answer."
     with pytest.raises(ValueError, match="prompt_style"):
         summarise_many([(g.turns, g.result)], backend, prompt_style="split")
+
+
+def test_pipeline_summarises_with_the_chosen_style_and_names_it(tmp_path: Path) -> None:
+    """The pipeline asks the summariser in the style it was given and every user_preference row names it."""
+    from convohub.wildfeedback.dataset import preference_rows, sample_conversations
+    from convohub.wildfeedback.pipeline import Backends, run_pipeline
+
+    summariser = Replies(lambda _: "The user wants a clearer answer.", model="episode-writer")
+    result = run_pipeline(sample_conversations(8, 0), tmp_path,
+                          Backends(summariser=summariser, summariser_style="episode"), log=lambda _: None)
+    rows = preference_rows(result)
+    assert rows and summariser.calls >= len(rows)
+    name = f"scripted:episode-writer (episode prompts; episodes and query turns {RULES_NAME})"
+    assert result.backends["summariser"] == name and {r["labeller"] for r in rows} == {name}
+    assert all(r["preferences"] == ["The user wants a clearer answer."] for r in rows)
+    assert run_pipeline(sample_conversations(8, 0), tmp_path / "rules", log=lambda _: None).backends[
+        "summariser"] == RULES_NAME
 
 
 @pytest.mark.slow

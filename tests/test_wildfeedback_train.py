@@ -8,6 +8,7 @@ import json
 import math
 import sys
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -233,16 +234,22 @@ def test_tiny_sft_then_dpo_trains_and_loads(trained: dict) -> None:
     assert changed, "DPO left the SFT weights unchanged"
 
 
+def _dpo_trainer_on_the_sft_model(trained: dict, tmp_path: Path, *extra_args: str) -> tuple[Any, dict]:
+    """The DPO script's trainer (tiny recipe plus ``extra_args``) on the trained SFT model, not trained."""
+    script = load_script(DPO / "train_wildfeedback_dpo.py")
+    args = script.make_parser().parse_args_and_config(
+        ["--config", str(DPO / "tiny.yaml"), "--dataset_path", str(trained["dataset"]), "--output_dir",
+         str(tmp_path / "dpo"), "--model_name_or_path", str(trained["sft"]), *extra_args],
+        fail_with_unknown_args=True)
+    trainer, _, extra = al.build_dpo_trainer(*args)
+    return trainer, extra
+
+
 def test_dpo_reference_is_the_sft_model(trained: dict, tmp_path: Path) -> None:
     import torch
     from transformers import AutoModelForCausalLM
 
-    script = load_script(DPO / "train_wildfeedback_dpo.py")
-    args = script.make_parser().parse_args_and_config(
-        ["--config", str(DPO / "tiny.yaml"), "--dataset_path", str(trained["dataset"]), "--output_dir",
-         str(tmp_path / "dpo"), "--model_name_or_path", str(trained["sft"]), "--use_peft", "false"],
-        fail_with_unknown_args=True)
-    trainer, _, extra = al.build_dpo_trainer(*args)
+    trainer, extra = _dpo_trainer_on_the_sft_model(trained, tmp_path, "--use_peft", "false")
     sft = AutoModelForCausalLM.from_pretrained(trained["sft"])
     ref = trainer.ref_model
     assert ref is not None and ref is not trainer.model and extra["reference_model"] == str(trained["sft"])
@@ -257,12 +264,7 @@ def test_lora_dpo_reference_is_the_sft_model_with_the_adapter_disabled(trained: 
     import torch
     from transformers import AutoModelForCausalLM
 
-    script = load_script(DPO / "train_wildfeedback_dpo.py")
-    args = script.make_parser().parse_args_and_config(
-        ["--config", str(DPO / "tiny.yaml"), "--dataset_path", str(trained["dataset"]), "--output_dir",
-         str(tmp_path / "dpo"), "--model_name_or_path", str(trained["sft"]), "--max_train_samples", "8"],
-        fail_with_unknown_args=True)
-    trainer, _, extra = al.build_dpo_trainer(*args)
+    trainer, extra = _dpo_trainer_on_the_sft_model(trained, tmp_path, "--max_train_samples", "8")
     assert trainer.ref_model is None and extra["lora"]["r"] == 16 and "adapter disabled" in extra["reference"]
     ids = torch.tensor([[1, 5, 9, 3]])
     with torch.no_grad(), trainer.model.disable_adapter():

@@ -31,7 +31,7 @@ from typing import Any
 from convohub.llm import CachedBackend, ChatBackend, ChatRequest, run_chat
 from convohub.wildfeedback.identify import group_turns, identify_many, labeller_label
 from convohub.wildfeedback.labels import NA, FeedbackResult
-from convohub.wildfeedback.preferences import guided_messages, summarise_many
+from convohub.wildfeedback.preferences import guided_messages, summarise_many, summariser_name
 from convohub.wildfeedback.split import is_test_user, select_test
 
 VARIANT_EXPERT = "expert"
@@ -60,7 +60,9 @@ class Backends:
     """Which model does what; ``None`` = the offline stand-in (or, for the on-policy pair, skip).
 
     ``labeller_style`` is the labelling prompt style (``"split"``/``"full"``; None = the backend's default,
-    see :func:`convohub.wildfeedback.identify.default_prompt_style`).
+    see :func:`convohub.wildfeedback.identify.default_prompt_style`); ``summariser_style`` the preference
+    summary prompt style (``"full"``, the paper's single prompt, or ``"episode"``; see
+    :mod:`convohub.wildfeedback.preferences`).
     """
 
     labeller: ChatBackend | None = None
@@ -72,6 +74,7 @@ class Backends:
     #: LLM or :class:`convohub.wildfeedback.moderation.EmbeddingModerator`)
     moderator: Any = None
     labeller_style: str | None = None
+    summariser_style: str = "full"
 
     def models(self) -> dict[str, ChatBackend | None]:
         return {k: getattr(self, k) for k in _ROLES}
@@ -80,6 +83,7 @@ class Backends:
         """Backend name per role; the labeller's entry is its full name (rules or model + prompt style)."""
         out = {k: (None if v is None else v.name) for k, v in self.models().items()}
         out["labeller"] = labeller_label(self.labeller, self.labeller_style)
+        out["summariser"] = summariser_name(self.summariser, self.summariser_style)
         return out
 
 
@@ -299,7 +303,7 @@ def run_pipeline(conversations: Sequence[Mapping[str, Any]], work: Path, backend
                          "into the card)")
     work.mkdir(parents=True, exist_ok=True)
     b = Backends(**{k: _cached(v, work) for k, v in backends.models().items()},
-                 labeller_style=backends.labeller_style)
+                 labeller_style=backends.labeller_style, summariser_style=backends.summariser_style)
     counts: dict[str, Any] = {}
     multi = [dict(c) for c in conversations if len(group_turns(messages_of(c))) >= 2]
     counts["conversations"] = len(conversations)
@@ -332,7 +336,7 @@ def run_pipeline(conversations: Sequence[Mapping[str, Any]], work: Path, backend
 
     def _summaries() -> dict[str, Any]:
         out = summarise_many([(messages_of(c), results[c["conversation_id"]]) for c in dsat], b.summariser,
-                             max_attempts=settings.max_attempts)
+                             max_attempts=settings.max_attempts, prompt_style=b.summariser_style)
         return {c["conversation_id"]: ({"summary": s} if s is not None else {"errors": e})
                 for c, (s, e) in zip(dsat, out, strict=True)}
 

@@ -329,7 +329,7 @@ def _choice_key(figures: Mapping[str, Any]) -> tuple[float, float]:
     return round(figures["query_accuracy"], 4), round(figures["faithful_similarity"], 4)
 
 
-def offline_summariser(local_llm: ChatBackend, cache_dir: Path, log: Callable[[str], None] = print, *,
+def offline_summariser(local_llm: ChatBackend | None, cache_dir: Path, log: Callable[[str], None] = print, *,
                        prompt_styles: Sequence[str] = ("episode",),
                        max_attempts: int = 3) -> tuple[ChatBackend | None, dict[str, Any]]:
     """The offline default preference summariser, measured: the rules and ``local_llm`` in each of
@@ -348,13 +348,17 @@ def offline_summariser(local_llm: ChatBackend, cache_dir: Path, log: Callable[[s
     unknown = [s for s in prompt_styles if s not in PROMPT_STYLES]
     if unknown:
         raise ValueError(f"prompt styles {unknown} not in {PROMPT_STYLES}")
+    if local_llm is None and prompt_styles:
+        raise ValueError("prompt styles to measure need a model: pass local_llm, or prompt_styles=() for the rules")
     cache_dir = Path(cache_dir)
-    llm = local_llm if isinstance(local_llm, CachedBackend) else CachedBackend(local_llm, cache_dir / "llm-cache")
-    candidates: list[tuple[ChatBackend | None, str | None]] = [(None, None), *((llm, s) for s in prompt_styles)]
+    candidates: list[tuple[ChatBackend | None, str | None]] = [(None, None)]
+    if local_llm is not None and prompt_styles:
+        llm = local_llm if isinstance(local_llm, CachedBackend) else CachedBackend(local_llm, cache_dir / "llm-cache")
+        candidates += [(llm, s) for s in prompt_styles]
     measured = []
     for backend, style in candidates:
         ident = {"summariser": summariser_name(backend, style or "full"), "style": style,
-                 "identity": local_llm.identity() if backend is not None else None,
+                 "identity": backend.identity() if backend is not None else None,
                  "attempts": max_attempts if backend is not None else None,
                  "gold": summary_gold_digest(), "code": _code_digest(), "encoder": MINILM_ID}
         digest = hashlib.sha256(json.dumps(ident, sort_keys=True, default=str).encode()).hexdigest()[:16]

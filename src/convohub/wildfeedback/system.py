@@ -37,9 +37,10 @@ TINY_ON_POLICY_EPISODES, TINY_RESPONSE_NEW_TOKENS = 96, 64
 
 
 def _backends(llm: Any, policy: Any = None, judge: Any = None, *, labeller: Any = "llm",
-              labeller_style: str | None = None, moderator: Any = None) -> Any:
-    """Which model does what; ``labeller`` defaults to ``llm`` (pass None for the rules, or another backend:
-    the measured offline default may differ from the summariser and expert). ``policy`` and ``judge`` are
+              labeller_style: str | None = None, summariser: Any = "llm", summariser_style: str = "full",
+              moderator: Any = None) -> Any:
+    """Which model does what; ``labeller`` and ``summariser`` default to ``llm`` (pass None for the rules, or
+    another backend: the measured offline defaults may differ from the expert). ``policy`` and ``judge`` are
     model specs or backends (default: ``$CONVOHUB_WILDFEEDBACK_POLICY`` / ``_JUDGE``, the judge else the LLM);
     ``moderator`` defaults to the LLM, else the judge's model."""
     from convohub.llm import make_backend
@@ -50,9 +51,10 @@ def _backends(llm: Any, policy: Any = None, judge: Any = None, *, labeller: Any 
     judge_backend = (make_backend(judge) if isinstance(judge, str) else judge) if judge else llm
     if moderator is None:
         moderator = llm if llm is not None else judge_backend
-    return Backends(labeller=llm if labeller == "llm" else labeller, summariser=llm, expert=llm,
+    return Backends(labeller=llm if labeller == "llm" else labeller,
+                    summariser=llm if summariser == "llm" else summariser, expert=llm,
                     policy=make_backend(policy) if isinstance(policy, str) else policy, judge=judge_backend,
-                    moderator=moderator, labeller_style=labeller_style)
+                    moderator=moderator, labeller_style=labeller_style, summariser_style=summariser_style)
 
 
 def offline_labeller(local_llm: Any, cache_dir: Path, log: Any = print) -> tuple[Any, str | None, dict[str, Any]]:
@@ -80,6 +82,23 @@ def _labelling(ctx: Any) -> tuple[Any, str | None, dict[str, Any]]:
     return offline_labeller(ctx.local_llm(), cache, ctx.log)
 
 
+def _summarising(ctx: Any) -> tuple[Any, str, dict[str, Any]]:
+    """The preference summariser, as :func:`_labelling` chooses the labeller: ``--llm rules`` -> the rules; a
+    configured LLM -> that model with the paper's single prompt; otherwise whichever of the rules and the
+    local SmolLM2 (episode prompts) agreed better with the hand-written summaries. Measured in every case
+    (figures cached machine-wide) and reported in the card."""
+    from convohub.wildfeedback.summary_agreement import offline_summariser
+
+    if ctx.use_rules:
+        _, comparison = offline_summariser(None, _label_cache(), ctx.log, prompt_styles=())
+        return None, "full", comparison
+    if ctx.llm is not None:
+        _, comparison = offline_summariser(ctx.llm, _label_cache(), ctx.log, prompt_styles=("full",))
+        return ctx.llm, "full", comparison
+    backend, comparison = offline_summariser(ctx.local_llm(), _label_cache(), ctx.log)
+    return backend, comparison["prompt_style"] or "full", comparison
+
+
 def _build_dataset(ctx: Any, source: Path | None) -> Path:
     from convohub.wildfeedback.dataset import DEFAULT_USERS, build_from_pipeline, build_from_source
     from convohub.wildfeedback.pipeline import Settings
@@ -100,7 +119,13 @@ def _build_dataset(ctx: Any, source: Path | None) -> Path:
 
     how = "named by --llm" if ctx.use_rules or ctx.llm is not None else "agreed better on the hand-labelled set"
     ctx.log(f"feedback labeller: {labeller_label(labeller, style)} ({how})")
-    backends = _backends(ctx.llm, labeller=labeller, labeller_style=style)
+    from convohub.wildfeedback.preferences import summariser_name
+
+    summariser, summariser_style, summary_comparison = _summarising(ctx)
+    how = "named by --llm" if ctx.use_rules or ctx.llm is not None else "agreed better with the hand-written summaries"
+    ctx.log(f"preference summariser: {summariser_name(summariser, summariser_style)} ({how})")
+    backends = _backends(ctx.llm, labeller=labeller, labeller_style=style, summariser=summariser,
+                         summariser_style=summariser_style)
     moderation = None
     if tiny and not ctx.use_rules and backends.policy is None:
         # on-policy pairs from the model the tiny recipes train (SmolLM2), judged by the release's judge
@@ -111,7 +136,7 @@ def _build_dataset(ctx: Any, source: Path | None) -> Path:
         backends.moderator, moderation = offline_moderator(ctx.local_llm(), _label_cache(), ctx.log)
     return build_from_pipeline(ctx.target, ctx.repo, ctx.scratch("wildfeedback", f"pipeline-{ctx.profile}"),
                                backends=backends, settings=settings, n_users=users, gold_comparison=comparison,
-                               moderation_comparison=moderation)
+                               moderation_comparison=moderation, summary_comparison=summary_comparison)
 
 
 def _step_build(ctx: Any) -> dict[str, Any]:
@@ -224,13 +249,16 @@ def run_label(args: argparse.Namespace) -> int:
     """
     from convohub.llm import OFFLINE_SPEC, backend_from_env, make_backend
     from convohub.wildfeedback.identify import IdentificationError, default_prompt_style, identify
-    from convohub.wildfeedback.preferences import PreferenceError, summarise
+    from convohub.wildfeedback.preferences import PreferenceError, summarise, summariser_name
+    from convohub.wildfeedback.summary_agreement import offline_summariser
 
     raw = json.loads(Path(args.conversation).read_text(encoding="utf-8") if args.conversation != "-"
                      else sys.stdin.read())
     turns = raw["turns"] if isinstance(raw, dict) else raw
     turns = [{"role": t["role"], "content": t["content"]} for t in turns]
     choice: dict[str, Any] | None = None
+    summary_choice: dict[str, Any] | None = None
+    summariser_style = "full"
     if args.offline or args.llm == "rules":
         backend = None
     elif args.llm:
@@ -250,20 +278,30 @@ def run_label(args: argparse.Namespace) -> int:
             print(f"offline default: {comparison['chosen']} ({comparison['choice_rule']}: "
                   + ", ".join(f"{n} {v['mean_kappa']:.3f}" for n, v in choice["agreement"].items()) + ")",
                   file=sys.stderr)
+            summariser, summary = offline_summariser(make_backend(OFFLINE_SPEC, cache_dir=_label_cache() / "llm-cache"),
+                                                     _label_cache(), log=lambda m: print(m, file=sys.stderr))
+            summariser_style = summary["prompt_style"] or "full"
+            summary_choice = {"chosen": summary["chosen"], "choice_rule": summary["choice_rule"],
+                              "agreement": {f["summariser"]: {k: f[k] for k in ("query_accuracy", "faithful_similarity",
+                                                                                 "misread_rate")}
+                                            for f in summary["measured"]}}
     style = args.prompt_style or (default_prompt_style(backend) if backend is not None else None)
-    # preference summaries: the model only with the full prompts; the summary prompt is one full prompt
-    # too, which a model that needs split labelling prompts cannot follow, so the rules write them (named)
-    summariser = backend if style == "full" else None
+    if summary_choice is None:
+        # a named model summarises with the paper's single prompt; one that needs the split labelling prompts
+        # cannot follow it, so the rules write the summaries then (named in the output)
+        summariser = backend if style == "full" else None
     try:
         result = identify(turns, backend, prompt_style=style, max_attempts=args.max_attempts)
-        summary = summarise(turns, result, summariser) if result.dsat else []
+        summary = summarise(turns, result, summariser, prompt_style=summariser_style) if result.dsat else []
     except (IdentificationError, PreferenceError) as exc:
         print(f"error: {exc}", file=sys.stderr)
         return 1
     out = {**result.to_dict(), "preferences": summary,
-           "preference_summariser": summariser.name if summariser is not None else "rules:preference-templates-v1"}
+           "preference_summariser": summariser_name(summariser, summariser_style)}
     if choice is not None:
         out["labeller_choice"] = choice
+    if summary_choice is not None:
+        out["summariser_choice"] = summary_choice
     print(json.dumps(out, ensure_ascii=False, indent=2))
     return 0
 
