@@ -23,6 +23,7 @@ SYSTEM_MODULES: tuple[str, ...] = (
     "convohub.metrics.system",
     "convohub.perqa.system",
     "convohub.reqap.system",
+    "convohub.crychic.system",
     "convohub.wildfeedback.system",
 )
 

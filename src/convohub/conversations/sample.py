@@ -69,6 +69,9 @@ from convohub.conversations.sample_text import (
     Topic,
 )
 
+#: Row key of the per-turn plan that ``generate_wildchat_sample(with_plan=True)`` adds (not a WildChat field).
+PLAN_FIELD = "convohub_plan"
+
 
 @dataclass(frozen=True)
 class _User:
@@ -88,6 +91,10 @@ class _Exchange:
     user: str
     assistant: str
     toxic: bool = False
+    #: what the user turn does (``ask``, ``followup``, ``switch``, ``refer_back``, ``praise``, ...), and for a
+    #: ``refer_back`` the index of the earlier exchange it returns to: the plan ``with_plan`` publishes
+    kind: str = "ask"
+    refers_to: int | None = None
 
 
 def _weighted(rng: random.Random, pairs: tuple[tuple[Any, float], ...]) -> Any:
@@ -146,6 +153,7 @@ def _english_exchanges(rng: random.Random, user: _User, n_turns: int) -> list[_E
     for i, kind in enumerate(kinds):
         wrong = i + 1 < n_turns and kinds[i + 1] == "correction"
         toxic = False
+        refers_to: int | None = None
         if kind in ("ask", "switch"):
             if kind == "switch":
                 # Mostly to another of the user's own topics, so per-user topic profiles stay distinct.
@@ -178,9 +186,11 @@ def _english_exchanges(rng: random.Random, user: _User, n_turns: int) -> list[_E
             user_text = rng.choice(CONTINUATIONS)
             reply = rng.choice(CONTINUED).format(kw=kw)
         elif kind == "refer_back":
-            # Refer to a turn before the previous one, preferring one about a different keyword.
-            distinct = [h for h in history[:-1] if h[1] != kw]
-            topic0, kw0, ask0 = rng.choice(distinct or history[:-1])
+            # Refer to a turn before the previous one, preferring one about a different keyword (indices,
+            # so the plan can name the turn; the draw is the same as over the history entries themselves).
+            distinct = [j for j, h in enumerate(history[:-1]) if h[1] != kw]
+            refers_to = rng.choice(distinct or list(range(len(history) - 1)))
+            topic0, kw0, ask0 = history[refers_to]
             templates = REFER_BACK + REFER_BACK_COMPARE if distinct else REFER_BACK
             user_text = rng.choice(templates).format(kw0=kw0, kw=kw)
             topic, kw, ask = topic0, kw0, ask0
@@ -190,7 +200,7 @@ def _english_exchanges(rng: random.Random, user: _User, n_turns: int) -> list[_E
             toxic = user_text.startswith("Are you stupid")
             reply = rng.choice(NEGATIVE_REPLY)
         history.append((topic, kw, ask))
-        exchanges.append(_Exchange(user_text, reply, toxic))
+        exchanges.append(_Exchange(user_text, reply, toxic, kind, refers_to))
     return exchanges
 
 
@@ -211,12 +221,13 @@ def _localized_exchanges(rng: random.Random, user: _User, language: str, n_turns
         if kind == "ask":
             name = _other(rng, tuple(sorted(table["asks"])), topic.name)
             topic, kw = TOPICS[name], rng.choice(TOPICS[name].keywords)
-            exchanges.append(_Exchange(table["asks"][name].format(kw=kw), rng.choice(table["answer"]).format(kw=kw)))
+            exchanges.append(_Exchange(table["asks"][name].format(kw=kw), rng.choice(table["answer"]).format(kw=kw),
+                                       kind="switch"))
         else:
             reply_key = {"praise": "ack", "thanks": "ack", "correction": "apology", "refinement": "refined",
                          "continue": "answer"}[kind]
             reply = table[reply_key] if isinstance(table[reply_key], str) else rng.choice(table[reply_key])
-            exchanges.append(_Exchange(rng.choice(table[kind]), reply.format(kw=kw)))
+            exchanges.append(_Exchange(rng.choice(table[kind]), reply.format(kw=kw), kind=kind))
         previous = kind
     return exchanges
 
@@ -250,7 +261,7 @@ def _moderation(rng: random.Random, toxic: bool) -> tuple[dict[str, Any], dict[s
 
 
 def _build_row(rng: random.Random, user: _User, conv_hash: str, language: str, exchanges: list[_Exchange],
-               start: datetime, turn_ids: Iterator[int]) -> dict[str, Any]:
+               start: datetime, turn_ids: Iterator[int], with_plan: bool = False) -> dict[str, Any]:
     """Assemble one WildChat-1M row; the conversation timestamp is the last turn's, as in WildChat."""
     header = {"accept-language": user.accept_language, "user-agent": user.user_agent}
     items: list[dict[str, Any]] = []
@@ -274,12 +285,15 @@ def _build_row(rng: random.Random, user: _User, conv_hash: str, language: str, e
     last = items[-1]["timestamp"]
     model = user.models[0] if last < MODEL_SWITCH else user.models[1]
     toxic_any = any(item["toxic"] for item in items)
-    return {
+    row = {
         "conversation_hash": conv_hash, "model": model, "timestamp": last, "conversation": items,
         "turn": len(exchanges), "language": language, "openai_moderation": moderation_openai,
         "detoxify_moderation": moderation_detox, "toxic": toxic_any, "redacted": False, "state": user.state,
         "country": user.country, "hashed_ip": user.hashed_ip, "header": header,
     }
+    if with_plan:
+        row[PLAN_FIELD] = [{"kind": e.kind, "refers_to": e.refers_to} for e in exchanges]
+    return row
 
 
 def _session_start(rng: random.Random, user: _User, origin: datetime, weeks: int) -> datetime:
@@ -337,12 +351,16 @@ def _unique_exchanges(rng: random.Random, user: _User, seen: set[tuple[str, ...]
 
 
 def generate_wildchat_sample(n_users: int = 40, sessions_per_user: tuple[int, int] = (10, 16), seed: int = 0,
-                             start: date = date(2023, 4, 9), weeks: int = 12) -> list[dict[str, Any]]:
+                             start: date = date(2023, 4, 9), weeks: int = 12,
+                             with_plan: bool = False) -> list[dict[str, Any]]:
     """Synthetic WildChat-1M rows: ``n_users`` users with ``sessions_per_user`` (inclusive range)
     conversations each over ``weeks`` weeks from ``start``, plus a few duplicates; sorted by timestamp.
 
     Deterministic in ``seed``. Users 0 and 1 share a hashed IP with different browsers, so user identity
-    must combine IP and user agent.
+    must combine IP and user agent. ``with_plan`` adds :data:`PLAN_FIELD` to every row: per user turn, what
+    it does (``kind``) and, for a ``refer_back``, the index of the earlier user turn it returns to
+    (``refers_to``). It is the ground truth WildChatTree's generated trees are derived from; the other rows'
+    content is the same with or without it.
     """
     if n_users < 1 or weeks < 1 or not 1 <= sessions_per_user[0] <= sessions_per_user[1]:
         raise ValueError("need n_users >= 1, weeks >= 1 and 1 <= sessions_per_user[0] <= sessions_per_user[1]")
@@ -360,7 +378,7 @@ def generate_wildchat_sample(n_users: int = 40, sessions_per_user: tuple[int, in
             language, exchanges = _unique_exchanges(rng, user, seen)
             conv_hash = hashlib.md5(f"convohub/{seed}/{u}/{s}".encode()).hexdigest()
             rows.append(_build_row(rng, user, conv_hash, language, exchanges,
-                                   _session_start(rng, user, origin, weeks), turn_ids))
+                                   _session_start(rng, user, origin, weeks), turn_ids, with_plan))
     rows.extend(_duplicates(rng, rows, turn_ids))
     rows.sort(key=lambda r: (r["timestamp"], r["conversation_hash"]))
     return rows

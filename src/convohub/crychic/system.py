@@ -1,0 +1,65 @@
+"""Registers WildChatTree (the data half of CRyCHIc, issue 14) as a release system: one build step, one
+dataset, one leaderboard benchmark.
+
+Without a source the dataset is constructed offline from the sample corpus; ``--source`` (or the
+``CONVOHUB_WILDCHAT_TREE_SOURCE`` environment variable, for release runs) reads annotated conversations in
+the spec's schema instead. The paper profile builds the same way: the paper's annotations were never released.
+"""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Mapping
+from pathlib import Path
+from typing import Any
+
+from convohub.crychic.dataset import CONFIG, DATASET_NAME, SPLIT, build_wildchat_tree
+from convohub.crychic.trees import check_parents
+from convohub.registry import DatasetBuilder, Step, System
+from convohub.scoring import Benchmark, SubmissionError
+
+SOURCE_ENV = "CONVOHUB_WILDCHAT_TREE_SOURCE"
+
+
+def _build_dataset(ctx: Any, source: Path | None) -> Path:
+    if source is None and os.environ.get(SOURCE_ENV):
+        source = Path(os.environ[SOURCE_ENV])
+    return build_wildchat_tree(ctx.target, ctx.repo, source=source, seed=ctx.seed)
+
+
+def _step_build(ctx: Any) -> dict[str, Any]:
+    return {"wildchat_tree_dir": _build_dataset(ctx, None)}
+
+
+def _reference(row: Mapping[str, Any]) -> tuple[str, list[int]]:
+    return str(row["conversation_id"]), [int(turn["parent"]) for turn in row["turns"]]
+
+
+def _score_trees(predictions: list[Any], references: list[Any]) -> dict[str, float]:
+    """Tree reconstruction scores; a prediction with the wrong number of turns is refused, naming the id."""
+    from convohub.metrics import tree_reconstruction_scores
+
+    for prediction, (conversation_id, gold) in zip(predictions, references, strict=True):
+        if len(prediction) != len(gold):
+            raise SubmissionError(f"prediction for id {conversation_id!r} has {len(prediction)} parents but the "
+                                  f"conversation has {len(gold)} turns; give one parent per turn (-1 for a root)")
+    return tree_reconstruction_scores(predictions, [gold for _, gold in references])
+
+
+#: ``convohub evaluate wildchat-tree SUBMISSION.jsonl``: one {"id": conversation id, "prediction": [parent of
+#: each turn, -1 for a root]} per test conversation; accuracy, precision, recall and F1 of the parents, micro
+#: and per-conversation macro (``convohub.metrics.tree_reconstruction_scores``).
+BENCHMARK = Benchmark(
+    name=DATASET_NAME, description="WildChatTree test conversations, parent accuracy / precision / recall / F1",
+    dataset=DATASET_NAME, config=CONFIG, split=SPLIT, id_field="conversation_id", task_type="other",
+    prediction_type=list, reference=_reference, score=_score_trees, check=check_parents,
+)
+
+SYSTEM = System(
+    name="crychic",
+    title="WildChatTree and CRyCHIc: chat-tree reconstruction",
+    steps=(Step("build", DATASET_NAME, _step_build),),
+    datasets=(DatasetBuilder(DATASET_NAME, "Conversation trees: one parent per turn (MixMC-mixed or annotated)",
+                             _build_dataset),),
+    benchmarks=(BENCHMARK,),
+)
