@@ -2,11 +2,13 @@
 
 from __future__ import annotations
 
+import hashlib
 import json
 from pathlib import Path
 
 import datasets
 import pytest
+from _fake_hub import FakeHub
 
 from convohub.hub import (
     DatasetCardInfo,
@@ -15,7 +17,9 @@ from convohub.hub import (
     atomic_dir,
     folder_digest,
     merge_card_metadata,
+    push_folder,
     read_card,
+    same_content,
     size_category,
     write_dataset,
     write_model,
@@ -48,6 +52,30 @@ def test_dataset_folder_loads_per_config(tmp_path: Path) -> None:
     assert meta["configs"][0]["default"] is True
     assert meta["license"] == "cc-by-4.0" and meta["size_categories"] == ["n<1K"]
     assert "load_dataset(\"org/toy\", \"main\")" in body and "@misc{toy" in body
+
+
+def test_dataset_card_is_a_huggingface_hub_dataset_card(tmp_path: Path) -> None:
+    """The README is a DatasetCard: it loads back with DatasetCard.load (and re-serialises to the same bytes),
+    its YAML says what convohub's cards always said, and plain load_dataset still reads every config."""
+    from huggingface_hub import DatasetCard
+
+    folder = write_dataset(HubTarget(root=tmp_path, namespace="org"), "toy", _configs(), _card())
+    text = (folder / "README.md").read_text(encoding="utf-8")
+    card = DatasetCard.load(folder / "README.md")
+    assert str(card) == text
+    assert (card.data.license, card.data.pretty_name, card.data.language) == ("cc-by-4.0", "Toy", ["en"])
+    assert card.data.configs == [
+        {"config_name": "main", "data_files": [{"split": "train", "path": "data/main/train-*.parquet"},
+                                               {"split": "test", "path": "data/main/test-*.parquet"}],
+         "default": True},
+        {"config_name": "scores", "data_files": [{"split": "train", "path": "data/scores/train-*.parquet"}]}]
+    meta, body = read_card(folder / "README.md")
+    assert list(meta) == ["license", "pretty_name", "language", "size_categories", "tags", "configs", "dataset_info"]
+    assert meta["tags"] == ["convohub"] and [i["config_name"] for i in meta["dataset_info"]] == ["main", "scores"]
+    assert body.startswith("# Toy\n\nA toy dataset.") and "@misc{toy" in body
+    for config, rows in (("main", {"train": 20, "test": 10}), ("scores", {"train": 5})):
+        loaded = datasets.load_dataset(str(folder.resolve()), config, cache_dir=str(tmp_path / "cache"))
+        assert {split: ds.num_rows for split, ds in loaded.items()} == rows
 
 
 def test_dataset_rewrite_is_byte_identical(tmp_path: Path) -> None:
@@ -132,29 +160,134 @@ def test_merge_and_size_categories() -> None:
         "n<1K", "n<1K", "1K<n<10K", "10K<n<100K", "1M<n<10M"]
 
 
-def test_push_uploads_the_written_folder(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
-    """--push calls create_repo + upload_folder on the same folder (HfApi replaced by a recorder)."""
-    calls = []
+def _remote(hub: FakeHub, repo_id: str) -> dict[str, str]:
+    """The fake remote's files as path -> sha256, to compare with ``folder_digest`` of the pushed folder."""
+    return {path: hashlib.sha256(content).hexdigest() for path, content in hub.repos[repo_id].items()
+            if path != ".gitattributes"}
 
-    class Recorder:
-        def __init__(self, token=None):
-            calls.append(("init", token))
 
-        def create_repo(self, repo_id, **kw):
-            calls.append(("create", repo_id, kw["repo_type"]))
+def _rows(n: int, tag: str = "") -> dict[str, dict[str, datasets.Dataset]]:
+    return {"main": {"train": datasets.Dataset.from_list([{"id": i, "text": f"row {i}{tag}"} for i in range(n)])}}
 
-        def upload_folder(self, **kw):
-            calls.append(("upload", kw["repo_id"], Path(kw["folder_path"]).name, sorted(
-                p.name for p in Path(kw["folder_path"]).iterdir())))
-            return "url"
 
+def test_push_goes_through_hfapi_with_the_targets_token(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """--push on write_dataset: HfApi is built with the target's token, the repo created, the folder committed."""
     import huggingface_hub
 
-    monkeypatch.setattr(huggingface_hub, "HfApi", Recorder)
-    target = HubTarget(root=tmp_path, namespace="me", push=True, token="hf_x")
-    write_dataset(target, "toy", _configs(), _card())
-    assert calls[0] == ("init", "hf_x") and calls[1] == ("create", "me/toy", "dataset")
-    assert calls[2][:3] == ("upload", "me/toy", "toy") and "README.md" in calls[2][3]
+    made: list[FakeHub] = []
+    monkeypatch.setattr(huggingface_hub, "HfApi", lambda token=None: made.append(FakeHub(token)) or made[-1])
+    folder = write_dataset(HubTarget(root=tmp_path, namespace="me", push=True, token="hf_x"), "toy", _configs(),
+                           _card())
+    [hub] = made
+    assert hub.token == "hf_x"
+    assert [c[0] for c in hub.calls] == ["create_repo", "repo_info", "list_repo_tree", "create_commit"]
+    assert hub.calls[0][1:] == ("me/toy", {"repo_type": "dataset", "private": False})
+    assert _remote(hub, "me/toy") == folder_digest(folder)
+
+
+def test_first_push_adds_every_file(tmp_path: Path) -> None:
+    hub = FakeHub()
+    target = HubTarget(root=tmp_path, namespace="me")
+    folder = write_dataset(target, "toy", _configs(), _card())
+    result = push_folder(folder, target, "dataset", "toy", api=hub)
+    [commit] = hub.commits()
+    assert sorted(commit["add"]) == sorted(folder_digest(folder)) and commit["delete"] == []
+    assert result.added == tuple(sorted(folder_digest(folder))) and not result.unchanged
+    assert result.commit_url and result.commit_url.startswith("https://huggingface.co/me/toy/commit/")
+    assert ".gitattributes" in hub.repos["me/toy"]  # made by the Hub, never deleted
+
+
+def test_repush_with_fewer_shards_deletes_the_stale_ones_in_the_same_commit(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """20 rows in shards of 8 make three Parquet files; a rebuild with 10 rows makes two with other names.
+    The second push uploads the new ones and deletes all three old ones in one commit, so the card's
+    ``data/main/train-*`` glob sees only the new rows."""
+    import convohub.hub
+
+    monkeypatch.setattr(convohub.hub, "MAX_ROWS_PER_SHARD", 8)
+    hub = FakeHub()
+    target = HubTarget(root=tmp_path, namespace="me")
+    push_folder(write_dataset(target, "toy", _rows(20), _card()), target, "dataset", "toy", api=hub)
+    old = sorted(p for p in hub.repos["me/toy"] if p.startswith("data/"))
+    assert old == [f"data/main/train-0000{i}-of-00003.parquet" for i in range(3)]
+    folder = write_dataset(target, "toy", _rows(10), _card())
+    result = push_folder(folder, target, "dataset", "toy", api=hub)
+    second = hub.commits()[1]
+    assert sorted(second["delete"]) == old == sorted(result.deleted)
+    assert sorted(second["add"]) == ["README.md", *(f"data/main/train-0000{i}-of-00002.parquet" for i in range(2))]
+    assert len(hub.commits()) == 2 and _remote(hub, "me/toy") == folder_digest(folder)
+    # a file pushed earlier by hand, outside data/, goes as well; .gitattributes stays
+    hub.repos["me/toy"]["notes.txt"] = b"left over"
+    hub._new_head("me/toy")
+    assert push_folder(folder, target, "dataset", "toy", api=hub).deleted == ("notes.txt",)
+    assert hub.commits()[2] == {"add": [], "delete": ["notes.txt"]} and ".gitattributes" in hub.repos["me/toy"]
+
+
+def test_unchanged_folder_makes_no_commit(tmp_path: Path) -> None:
+    hub = FakeHub()
+    target = HubTarget(root=tmp_path, namespace="me")
+    folder = write_dataset(target, "toy", _configs(), _card())
+    push_folder(folder, target, "dataset", "toy", api=hub)
+    rebuilt = write_dataset(target, "toy", _configs(), _card())  # byte-identical rebuild
+    result = push_folder(rebuilt, target, "dataset", "toy", api=hub)
+    assert result.unchanged and result.commit_url is None and (result.added, result.deleted) == ((), ())
+    assert len(hub.commits()) == 1 and hub.calls[-1][0] == "list_repo_tree"
+    assert str(result) == "dataset me/toy: unchanged, no commit"
+
+
+@pytest.mark.parametrize("changed", ["README.md", "data/x.parquet"], ids=["regular-file", "lfs-file"])
+def test_changed_file_is_the_only_one_uploaded(tmp_path: Path, changed: str) -> None:
+    """A regular file is compared by git blob id, an LFS file by sha256; a same-size edit is still seen."""
+    folder = tmp_path / "repo"
+    (folder / "data").mkdir(parents=True)
+    (folder / "README.md").write_bytes(b"---\nlicense: mit\n---\n\n# x\n")
+    (folder / "data" / "x.parquet").write_bytes(b"PAR1 first version PAR1")
+    (folder / "app.py").write_bytes(b"demo = None\n")
+    hub = FakeHub()
+    target = HubTarget(root=tmp_path / "hub", namespace="me")
+    push_folder(folder, target, "space", "x", api=hub)
+    assert hub.calls[0][2]["space_sdk"] == "gradio"
+    content = (folder / changed).read_bytes()
+    (folder / changed).write_bytes(content[:-2] + b"!\n")  # same size, other bytes
+    result = push_folder(folder, target, "space", "x", api=hub)
+    assert hub.commits()[1] == {"add": [changed], "delete": []} and result.added == (changed,)
+    assert _remote(hub, "me/x") == folder_digest(folder)
+
+
+def test_push_commits_on_the_revision_it_listed(tmp_path: Path) -> None:
+    """The commit names the listed head as its parent: if the repo moved in between, the Hub refuses it."""
+    hub = FakeHub()
+    hub.seed("me/x", {"old.txt": b"old"})
+    (tmp_path / "repo").mkdir()
+    (tmp_path / "repo" / "new.txt").write_text("new")
+    real_list = hub.list_repo_tree
+
+    def list_then_someone_pushes(repo_id: str, **kw: object) -> list:
+        entries = real_list(repo_id, **kw)
+        hub.repos[repo_id]["theirs.txt"] = b"pushed meanwhile"
+        hub._new_head(repo_id)
+        return entries
+
+    hub.list_repo_tree = list_then_someone_pushes  # type: ignore[method-assign]
+    with pytest.raises(RuntimeError, match="is not the head"):
+        push_folder(tmp_path / "repo", HubTarget(root=tmp_path, namespace="me"), "model", "x", api=hub)
+    assert "theirs.txt" in hub.repos["me/x"]
+
+
+def test_same_content_matches_the_hubs_ids(tmp_path: Path) -> None:
+    from huggingface_hub.hf_api import RepoFile
+    from huggingface_hub.utils.sha import git_hash
+
+    path = tmp_path / "f"
+    path.write_bytes(b"Hello, World!")
+    blob = "b45ef6fec89518d314f546fd6c3025367b721684"  # git hash-object of these bytes
+    assert git_hash(b"Hello, World!") == blob
+    assert same_content(path, RepoFile(path="f", size=13, oid=blob))
+    assert not same_content(path, RepoFile(path="f", size=13, oid="0" * 40))
+    sha = hashlib.sha256(b"Hello, World!").hexdigest()
+    lfs = {"size": 13, "oid": sha, "pointerSize": 134}
+    assert same_content(path, RepoFile(path="f", size=13, oid="1" * 40, lfs=lfs))
+    assert not same_content(path, RepoFile(path="f", size=12, oid=blob))
 
 
 def test_load_local_sees_a_rebuilt_folder(tmp_path: Path) -> None:

@@ -2,14 +2,17 @@
 
 Datasets, models and Spaces are written into a local *hub root* (``<root>/datasets/<ns>/<Name>``,
 ``<root>/models/<ns>/<Name>``, ``<root>/spaces/<ns>/<Name>``) so that the offline release, the tests and
-users all see the same bytes; ``--push --namespace ORG`` uploads that same folder with huggingface_hub in
-one commit. Writes are atomic (a temp sibling folder, then a rename) and deterministic (same inputs and
-seed -> byte-identical Parquet and cards), so a re-run of the release changes nothing.
+users all see the same bytes; ``--push --namespace ORG`` makes the Hub repository hold that same folder
+(:func:`push_folder`: changed files added, files the folder no longer has deleted, in one commit, or none
+when nothing changed). Dataset and model cards are huggingface_hub ``DatasetCard``/``ModelCard`` objects.
+Writes are atomic (a temp sibling folder, then a rename) and deterministic (same inputs and seed ->
+byte-identical Parquet and cards), so a re-run of the release changes nothing and a re-push commits nothing.
 """
 
 from __future__ import annotations
 
 import json
+import logging
 import os
 import re
 import shutil
@@ -28,6 +31,7 @@ if TYPE_CHECKING:  # pragma: no cover - typing only
 REPO_KINDS = ("datasets", "models", "spaces")
 MAX_ROWS_PER_SHARD = 100_000
 DEFAULT_NAMESPACE = "convohub"
+logger = logging.getLogger(__name__)
 
 
 # --------------------------------------------------------------------------------------------- targets
@@ -203,26 +207,45 @@ def write_dataset(
             config_yaml.append(entry)
             info_yaml.append({"config_name": config, "splits": split_info, "download_size": download_size,
                               "dataset_size": sum(x["num_bytes"] for x in split_info)})
-        meta: dict[str, Any] = {
-            "license": card.license,
-            "pretty_name": card.pretty_name,
-            "language": list(card.language),
-            "size_categories": [size_category(total_rows)],
-        }
-        if card.task_categories:
-            meta["task_categories"] = list(card.task_categories)
-        if card.tags:
-            meta["tags"] = list(card.tags)
-        meta["configs"] = config_yaml
-        # the split sizes of every config, as push_to_hub writes them; `datasets` also keys its cache of a
-        # local folder on this metadata (not on the Parquet content), so a rebuild with other rows gets a
-        # new cache entry instead of serving the previous build's rows to `load_dataset(folder, config)`
-        meta["dataset_info"] = info_yaml
         body = _dataset_card_body(target, name, card, stats_rows, list(configs))
-        (tmp / "README.md").write_text(render_card(meta, body), encoding="utf-8")
+        readme = dataset_card(card, total_rows, config_yaml, info_yaml, body)
+        (tmp / "README.md").write_text(str(readme), encoding="utf-8")
     if target.push:
         push_folder(dest, target, "dataset", name)
     return dest
+
+
+#: The order of a dataset card's YAML keys: what a reader looks for first, the loader's ``configs:`` last.
+DATASET_CARD_KEYS = ("license", "pretty_name", "language", "size_categories", "task_categories", "tags",
+                     "configs", "dataset_info")
+
+
+def dataset_card(
+    card: DatasetCardInfo,
+    n_rows: int,
+    configs: Sequence[Mapping[str, Any]],
+    dataset_info: Sequence[Mapping[str, Any]],
+    body: str,
+) -> Any:
+    """The ``huggingface_hub.DatasetCard`` of a dataset repo: ``DatasetCardData`` as YAML, then ``body``.
+
+    Building the card with huggingface_hub (rather than dumping our own YAML) keeps the metadata in the
+    shape the Hub validates and lets ``DatasetCard.load`` read it back. ``configs`` (one entry per config,
+    with the ``data_files`` globs) is what ``load_dataset`` reads; ``dataset_info`` carries each split's size,
+    as ``push_to_hub`` writes it, and ``datasets`` also keys its cache of a local folder on this metadata
+    (not on the Parquet content), so a rebuild with other rows gets a new cache entry instead of the
+    previous build's rows. Keys are written in :data:`DATASET_CARD_KEYS` order and empty optional fields are
+    left out, so the same inputs always give the same bytes.
+    """
+    from huggingface_hub import DatasetCard, DatasetCardData
+
+    data = DatasetCardData(
+        license=card.license, pretty_name=card.pretty_name, language=list(card.language),
+        size_categories=[size_category(n_rows)], task_categories=list(card.task_categories) or None,
+        tags=list(card.tags) or None, configs=[dict(c) for c in configs],
+        dataset_info=[dict(i) for i in dataset_info])
+    yaml_block = data.to_yaml(original_order=list(DATASET_CARD_KEYS))
+    return DatasetCard(f"---\n{yaml_block}\n---\n\n{body.strip()}\n")
 
 
 def _dataset_card_body(
@@ -417,17 +440,121 @@ def write_space(target: HubTarget, name: str, source: Path, *, extra_front_matte
 
 
 # --------------------------------------------------------------------------------------------- push
-def push_folder(folder: Path, target: HubTarget, repo_type: str, name: str) -> str:
-    """Upload a written repo folder to the Hub in one commit (``create_repo`` first, idempotently)."""
-    from huggingface_hub import HfApi
+#: Remote files a push never deletes even when the local folder lacks them: the Hub writes
+#: ``.gitattributes`` (the LFS rules) when it creates a repository, and convohub's folders do not carry one.
+KEEP_REMOTE = frozenset({".gitattributes"})
 
-    api = HfApi(token=target.token)
+
+@dataclass(frozen=True)
+class PushResult:
+    """What one :func:`push_folder` did: the files it added or replaced, the ones it deleted, and the commit.
+
+    ``commit_url`` is ``None`` when the remote repository already held exactly the local files: then no
+    commit was made and :attr:`unchanged` is true.
+    """
+
+    repo_id: str
+    repo_type: str
+    added: tuple[str, ...] = ()
+    deleted: tuple[str, ...] = ()
+    commit_url: str | None = None
+
+    @property
+    def unchanged(self) -> bool:
+        return not self.added and not self.deleted
+
+    def __str__(self) -> str:
+        if self.unchanged:
+            return f"{self.repo_type} {self.repo_id}: unchanged, no commit"
+        return (f"{self.repo_type} {self.repo_id}: {len(self.added)} file(s) added or changed, "
+                f"{len(self.deleted)} deleted in {self.commit_url}")
+
+
+def _local_files(folder: Path) -> dict[str, Path]:
+    """Every file of a written repo folder by its path in the repo (POSIX separators), skipping what
+    ``upload_folder`` skips too: a ``.git`` folder and huggingface_hub's ``.cache/huggingface`` upload state."""
+    out = {}
+    for path in sorted(Path(folder).rglob("*")):
+        rel = path.relative_to(folder)
+        if not path.is_file() or ".git" in rel.parts or rel.parts[:2] == (".cache", "huggingface"):
+            continue
+        out[rel.as_posix()] = path
+    return out
+
+
+def _hash_file(path: Path, algorithm: str) -> str:
+    """``sha256`` of a file's bytes, or its git blob id (``sha1`` of ``b"blob <size>\\0"`` + bytes), read in
+    1 MiB chunks so that model weights never sit in memory whole."""
+    import hashlib
+
+    digest = hashlib.new(algorithm)
+    if algorithm == "sha1":
+        digest.update(b"blob %d\0" % path.stat().st_size)
+    with open(path, "rb") as fh:
+        while chunk := fh.read(1 << 20):
+            digest.update(chunk)
+    return digest.hexdigest()
+
+
+def same_content(path: Path, remote: Any) -> bool:
+    """Whether a local file holds exactly the bytes of a remote ``huggingface_hub.RepoFile``.
+
+    The Hub's file listing names an LFS (or Xet) file by the sha256 of its content and a regular file by its
+    git blob id, so the local side is hashed the same way; the sizes are compared first, which settles most
+    changed files without reading them. This is the comparison ``huggingface_hub``'s own ``verify`` makes.
+    """
+    path = Path(path)
+    if path.stat().st_size != remote.size:
+        return False
+    if remote.lfs is not None:
+        return _hash_file(path, "sha256") == remote.lfs.sha256.lower()
+    return _hash_file(path, "sha1") == remote.blob_id.lower()
+
+
+def push_folder(folder: Path, target: HubTarget, repo_type: str, name: str, *, api: Any = None) -> PushResult:
+    """Make the Hub repository hold exactly the files of a written repo folder, in at most one commit.
+
+    ``upload_folder`` only adds, so a re-push with fewer Parquet shards would leave the old ones behind for
+    the card's ``data/<config>/<split>-*`` globs to pick up. Instead the remote tree is listed and compared
+    with the folder (:func:`same_content`): files that are new or differ are uploaded, remote files the folder
+    no longer has are deleted (except :data:`KEEP_REMOTE`), all in one ``create_commit``; when nothing differs
+    no commit is made and the result says ``unchanged``. The commit names the listed revision as its parent,
+    so if someone else pushed in between, the Hub refuses it instead of deleting files this push never saw.
+
+    ``api`` is an ``HfApi`` (or an object with the same ``create_repo``, ``repo_info``, ``list_repo_tree`` and
+    ``create_commit`` methods, as the tests use); by default one is made with ``target.token``.
+    """
+    from huggingface_hub import CommitOperationAdd, CommitOperationDelete
+    from huggingface_hub.hf_api import RepoFile
+
+    if api is None:
+        from huggingface_hub import HfApi
+
+        api = HfApi(token=target.token)
+    folder = Path(folder)
     repo_id = target.repo_id(name)
     kwargs: dict[str, Any] = {"space_sdk": "gradio"} if repo_type == "space" else {}
     api.create_repo(repo_id, repo_type=repo_type, private=target.private, exist_ok=True, **kwargs)
-    info = api.upload_folder(repo_id=repo_id, repo_type=repo_type, folder_path=str(folder),
-                             commit_message=f"convohub release: {name}")
-    return str(getattr(info, "commit_url", info))
+    head = api.repo_info(repo_id, repo_type=repo_type).sha
+    remote = {entry.path: entry
+              for entry in api.list_repo_tree(repo_id, repo_type=repo_type, revision=head, recursive=True)
+              if isinstance(entry, RepoFile)}
+    local = _local_files(folder)
+    added = tuple(rel for rel, path in local.items() if rel not in remote or not same_content(path, remote[rel]))
+    deleted = tuple(sorted(rel for rel in remote if rel not in local and rel not in KEEP_REMOTE))
+    if not added and not deleted:
+        result = PushResult(repo_id, repo_type)
+        logger.info("%s", result)
+        return result
+    operations: list[Any] = [CommitOperationAdd(path_in_repo=rel, path_or_fileobj=str(local[rel])) for rel in added]
+    operations += [CommitOperationDelete(path_in_repo=rel) for rel in deleted]
+    info = api.create_commit(
+        repo_id, operations, repo_type=repo_type, parent_commit=head,
+        commit_message=f"convohub release: {name}",
+        commit_description=f"{len(added)} file(s) added or changed, {len(deleted)} deleted.")
+    result = PushResult(repo_id, repo_type, added, deleted, str(getattr(info, "commit_url", info)))
+    logger.info("%s", result)
+    return result
 
 
 def folder_digest(folder: Path) -> dict[str, str]:
