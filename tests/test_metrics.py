@@ -7,6 +7,7 @@ import doctest
 import importlib.util
 import math
 import os
+import re
 import sys
 from pathlib import Path
 
@@ -303,7 +304,8 @@ def test_metric_folder(folder: Path, monkeypatch: pytest.MonkeyPatch):
     assert card["sdk"] == "gradio" and card["app_file"] == "app.py" and card["pinned"] is False
     assert card["sdk_version"] == gradio.__version__
     assert {"evaluate", "metric"} <= set(card["tags"])
-    for section in ("## Description", "### Inputs", "### Outputs", "## Limitations", "## Citation"):
+    for section in ("## Description", "### Inputs", "### Outputs", "## Reference implementation",
+                    "Where convohub", "## Limitations", "## Citation"):
         assert section in text, f"{folder.name} card lacks {section}"
     assert "convohub" in (folder / "requirements.txt").read_text()
 
@@ -315,6 +317,47 @@ def test_metric_folder(folder: Path, monkeypatch: pytest.MonkeyPatch):
     spec.loader.exec_module(app)
     assert isinstance(app.demo, gradio.Blocks)
     assert not launched
+
+
+def test_readme_lists_every_metric_space():
+    """The release table names one metric Space per ``evaluation/<name>/`` folder, none missing, none extra."""
+    [row] = [line for line in (REPO / "README.md").read_text(encoding="utf-8").splitlines()
+             if "metric Spaces" in line and line.startswith("|")]
+    listed = re.search(r"spaces/convohub/\{([^}]*)\}", row).group(1).split(",")
+    assert sorted(listed) == sorted(p.name for p in METRIC_DIRS)
+
+
+def test_hit_at_1_module_takes_a_failed_run_first():
+    """``evaluate`` type-checks only a column's first element and used to reject a leading None."""
+    import evaluate
+
+    metric = evaluate.load(str(REPO / "evaluation" / "hit_at_1"))
+    assert metric.compute(predictions=[None, "42"], references=[["1"], ["42"]]) == {"hit@1": 0.5, "rlx_hit@1": 0.5}
+    assert metric.compute(predictions=[None, None], references=[["null"], ["[]"]]) == {"hit@1": 0.0,
+                                                                                        "rlx_hit@1": 0.0}
+    metric.add(prediction=None, reference=["1"])
+    metric.add(prediction="1", reference=["1"])
+    assert metric.compute() == {"hit@1": 0.5, "rlx_hit@1": 0.5}
+    for wrong in ([1, "42"], [["42"], "42"]):  # other types are still refused, first or not
+        with pytest.raises(ValueError, match="expected format"):
+            metric.compute(predictions=wrong, references=[["1"], ["42"]])
+
+
+def test_tree_reconstruction_counts_like_sklearn():
+    """The card names scikit-learn as the reference: micro P/R/F1 over the non-root labels, accuracy over all."""
+    from sklearn.metrics import accuracy_score, precision_recall_fscore_support
+
+    rng = np.random.default_rng(7)
+    for _ in range(200):
+        golds = [[-1] + [int(rng.integers(-1, t)) for t in range(1, int(rng.integers(1, 8)))]
+                 for _ in range(int(rng.integers(1, 5)))]
+        preds = [list(g) if rng.random() < 0.3 else [int(rng.integers(-1, len(g) + 2)) for _ in g] for g in golds]
+        ours = tree_reconstruction_scores(preds, golds)
+        gold, pred = np.concatenate(golds), np.concatenate(preds)
+        labels = sorted(set(gold[gold >= 0]) | set(pred[pred >= 0])) or [0]
+        p, r, f1, _ = precision_recall_fscore_support(gold, pred, labels=labels, average="micro", zero_division=0)
+        assert (ours["precision"], ours["recall"], ours["f1"]) == pytest.approx((p, r, f1), abs=1e-12)
+        assert ours["accuracy"] == pytest.approx(accuracy_score(gold, pred), abs=1e-12)
 
 
 def test_metric_features_reject_wrong_shapes():

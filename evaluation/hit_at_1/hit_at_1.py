@@ -33,6 +33,8 @@ Examples:
     ...     references=[["42"], ['"2 hours"'], ['["Rock", "jazz"]'], ["100"], ["1"]],
     ... )
     {'hit@1': 0.6, 'rlx_hit@1': 0.8}
+    >>> hit.compute(predictions=[None, "3"], references=[["3"], ["3"]])  # a failed run may come first
+    {'hit@1': 0.5, 'rlx_hit@1': 0.5}
 """
 
 _CITATION = """\
@@ -63,6 +65,13 @@ class HitAt1(evaluate.Metric):
             }),
             reference_urls=["https://arxiv.org/abs/2505.11900"],
         )
+
+    def _enforce_nested_string_type(self, schema, obj):
+        # evaluate type-checks the first element of each column and rejects None where a string is declared,
+        # so a failed run (None) was accepted anywhere but first; Arrow stores it as null either way.
+        if obj is None and isinstance(schema, datasets.Value) and schema.dtype == "string":
+            return None
+        return super()._enforce_nested_string_type(schema, obj)
 
     def _compute(self, predictions, references, relax=0.1):
         return hit_at_1(predictions, references, relax=relax)
