@@ -4,24 +4,60 @@ A chat log is flat, but the prompts in it are not: a follow-up builds on one ear
 a tree of its own. WildChatTree stores that structure as one parent per turn (``-1`` for a root), so a
 conversation is a forest, and CRyCHIc reconstructs it prompt by prompt.
 
-This package holds the data half:
+Data:
 
 * :mod:`~convohub.crychic.trees`: parents -> roots, tree ids, depth; the one check every parent list passes;
 * :mod:`~convohub.crychic.source`: annotated conversations in the spec's schema, read and validated;
 * :mod:`~convohub.crychic.construct`: the offline test set, whose parents are known by construction (MixMC
   interleaving of sample conversations, plus single conversations);
 * :mod:`~convohub.crychic.dataset`: the ``wildchat-tree`` dataset folder and its card;
-* :mod:`~convohub.crychic.system`: the registered system, its build step and the leaderboard benchmark.
+* :mod:`~convohub.crychic.system`: the registered system, its build step, the leaderboard benchmark, the CLI.
+
+Models and reconstruction:
+
+* :mod:`~convohub.crychic.models`: the IFQC, the prompt simplifier and the follow-up judge as transformers
+  models, registered with the Auto classes when that package is imported;
+* :mod:`~convohub.crychic.sentences`: spaCy's rule-based sentence splitter for the simplifier;
+* :mod:`~convohub.crychic.components`: what the pipeline asks of each model, as protocols, and the
+  model-backed implementations;
+* :mod:`~convohub.crychic.reconstruct`: the per-prompt rules, the stored turns and filtered history, the
+  baselines;
+* :mod:`~convohub.crychic.evaluate` and :mod:`~convohub.crychic.cli`: ``convohub crychic evaluate``.
+
+The model names (``CrychicIFQCModel`` ...) are importable from here, but only load torch and transformers
+(and register the Auto classes) when first used: the CLI imports this package on every start.
 """
 
 from __future__ import annotations
+
+from typing import Any
 
 from convohub.crychic.construct import generate_trees, interleave, plan_parents
 from convohub.crychic.dataset import DATASET_NAME, build_wildchat_tree
 from convohub.crychic.source import WildChatTreeSourceError, read_annotated
 from convohub.crychic.trees import check_parents, tree_depth, tree_ids
 
+#: names served lazily from :mod:`convohub.crychic.models` (importing it registers the Auto classes)
+_MODEL_NAMES = (
+    "CrychicFollowUpJudgeConfig",
+    "CrychicFollowUpJudgeModel",
+    "CrychicIFQCConfig",
+    "CrychicIFQCModel",
+    "CrychicSimplifierConfig",
+    "CrychicSimplifierModel",
+)
+
+
+def __getattr__(name: str) -> Any:
+    if name in _MODEL_NAMES:
+        import convohub.crychic.models as models
+
+        return getattr(models, name)
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+
+
 __all__ = [
+    *_MODEL_NAMES,
     "DATASET_NAME",
     "WildChatTreeSourceError",
     "build_wildchat_tree",

@@ -1,5 +1,5 @@
-"""Registers WildChatTree (the data half of CRyCHIc, issue 14) as a release system: one build step, one
-dataset, one leaderboard benchmark.
+"""Registers WildChatTree and CRyCHIc (issue 14) as a release system: one build step, one dataset, one
+leaderboard benchmark, and the ``convohub crychic`` subcommands (:mod:`convohub.crychic.cli`).
 
 Without a source the dataset is constructed offline from the sample corpus; ``--source`` (or the
 ``CONVOHUB_WILDCHAT_TREE_SOURCE`` environment variable, for release runs) reads annotated conversations in
@@ -19,6 +19,12 @@ from convohub.registry import DatasetBuilder, Step, System
 from convohub.scoring import Benchmark, SubmissionError
 
 SOURCE_ENV = "CONVOHUB_WILDCHAT_TREE_SOURCE"
+
+
+def _add_cli(subparsers: Any) -> None:
+    from convohub.crychic.cli import add_cli
+
+    add_cli(subparsers)
 
 
 def _build_dataset(ctx: Any, source: Path | None) -> Path:
@@ -62,4 +68,5 @@ SYSTEM = System(
     datasets=(DatasetBuilder(DATASET_NAME, "Conversation trees: one parent per turn (MixMC-mixed or annotated)",
                              _build_dataset),),
     benchmarks=(BENCHMARK,),
+    add_cli=_add_cli,
 )

@@ -1,0 +1,193 @@
+"""The three modules the reconstruction pipeline asks, as small protocols, and their model-backed versions.
+
+The pipeline (:mod:`convohub.crychic.reconstruct`) owns the rules; the components only answer questions:
+
+* :class:`FollowUpClassifier`: how likely is this prompt an implicit follow-up?
+* :class:`SentenceLabeller`: the prompt's sentences, each labelled polite / information / instruction;
+* :class:`ParentJudge`: an embedding for a finished turn, and a parent score for a prompt against stored turns.
+
+Tests drive the rules with scripted stand-ins; :func:`load_components` loads the trained model folders
+(tokenizer and weights saved side by side). Everything runs on CPU under ``torch.inference_mode``.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass
+from pathlib import Path
+from typing import TYPE_CHECKING, Any, Protocol
+
+if TYPE_CHECKING:  # pragma: no cover
+    import torch
+
+    from convohub.crychic.reconstruct import Decision
+
+
+@dataclass
+class StoredTurn:
+    """One finished turn as the pipeline keeps it: texts, the parent it was given, the judge's embedding."""
+
+    index: int
+    prompt: str
+    response: str
+    parent: int
+    embedding: Any = None
+    decision: Decision | None = None
+
+
+class FollowUpClassifier(Protocol):
+    def implicit_probability(self, prompt: str) -> float:
+        """Probability that ``prompt`` is an implicit follow-up (it only makes sense after the last turn)."""
+        ...
+
+
+class SentenceLabeller(Protocol):
+    def label(self, prompt: str) -> list[tuple[str, str]]:
+        """``(sentence, label)`` for every sentence of ``prompt``; labels are polite / information / instruction."""
+        ...
+
+
+class ParentJudge(Protocol):
+    def embed_turn(self, prompt: str, response: str) -> Any:
+        """What the pipeline stores for a finished turn (the bi-encoder's cached history embedding)."""
+        ...
+
+    def scores(self, prompt: str, candidates: Sequence[StoredTurn]) -> list[float]:
+        """Probability that each candidate turn is the parent of ``prompt``, in the order given."""
+        ...
+
+
+def _load(folder: str | Path, expected: type) -> tuple[Any, Any]:
+    """Tokenizer and model of a saved CRyCHIc folder, refusing a folder that holds another kind of model."""
+    from transformers import AutoModel, AutoTokenizer
+
+    import convohub.crychic.models  # noqa: F401 - registers the CRyCHIc classes with the Auto classes
+
+    model = AutoModel.from_pretrained(str(folder))
+    if not isinstance(model, expected):
+        raise ValueError(f"{folder} holds a {type(model).__name__} ({model.config.model_type}), "
+                         f"not a {expected.__name__}")
+    return AutoTokenizer.from_pretrained(str(folder)), model.eval()
+
+
+def truncate_text(tokenizer: Any, text: str, max_tokens: int) -> str:
+    """``text`` cut after its first ``max_tokens`` tokens (at the character where that token ends)."""
+    offsets = tokenizer(text, add_special_tokens=False, return_offsets_mapping=True)["offset_mapping"]
+    if len(offsets) <= max_tokens:
+        return text
+    return text[: offsets[max_tokens - 1][1]] if max_tokens > 0 else ""
+
+
+class ModelFollowUpClassifier:
+    """The IFQC of a saved folder: softmax probability of its ``implicit`` class."""
+
+    def __init__(self, folder: str | Path):
+        from convohub.crychic.models import CrychicIFQCModel
+
+        self.folder = str(folder)
+        self.tokenizer, self.model = _load(folder, CrychicIFQCModel)
+        self.implicit = int(self.model.config.label2id["implicit"])
+
+    def implicit_probability(self, prompt: str) -> float:
+        import torch
+
+        batch = self.tokenizer(prompt, truncation=True, max_length=self.model.config.max_length,
+                               return_tensors="pt")
+        with torch.inference_mode():
+            logits = self.model(**batch).logits
+        return float(logits.softmax(-1)[0, self.implicit])
+
+
+class ModelSentenceLabeller:
+    """The prompt simplifier of a saved folder, over spaCy's sentences (:mod:`convohub.crychic.sentences`)."""
+
+    def __init__(self, folder: str | Path):
+        from convohub.crychic.models import CrychicSimplifierModel
+
+        self.folder = str(folder)
+        self.tokenizer, self.model = _load(folder, CrychicSimplifierModel)
+        if self.tokenizer.sep_token_id != self.model.config.sep_token_id:
+            raise ValueError(f"{folder}: the tokenizer's separator id {self.tokenizer.sep_token_id} is not the "
+                             f"model's sep_token_id {self.model.config.sep_token_id}")
+
+    def label(self, prompt: str) -> list[tuple[str, str]]:
+        import torch
+
+        from convohub.crychic.models import pack_sentences
+        from convohub.crychic.sentences import split_sentences
+
+        sentences = split_sentences(prompt)
+        if not sentences:
+            return []
+        rows = pack_sentences(self.tokenizer, sentences, self.model.config.max_length)
+        width = max(len(ids) for ids, _ in rows)
+        pad = self.tokenizer.pad_token_id or 0
+        input_ids = torch.tensor([ids + [pad] * (width - len(ids)) for ids, _ in rows])
+        attention = torch.tensor([[1] * len(ids) + [0] * (width - len(ids)) for ids, _ in rows])
+        with torch.inference_mode():
+            out = self.model(input_ids=input_ids, attention_mask=attention)
+        names = self.model.config.id2label
+        labels: list[str] = []
+        for row, (_, members) in enumerate(rows):
+            predicted = out.logits[row, : len(members)].argmax(-1).tolist()
+            labels += [names[int(p)] for p in predicted]
+        return list(zip(sentences, labels, strict=True))
+
+
+class ModelParentJudge:
+    """The follow-up judge of a saved folder (bi- or cross-encoder, as its config says).
+
+    A finished turn is embedded as the pair (prompt, response), each side first truncated to
+    ``config.turn_max_tokens`` tokens and the pair then to the encoder's ``config.max_length``.
+    """
+
+    def __init__(self, folder: str | Path):
+        from convohub.crychic.models import CrychicFollowUpJudgeModel
+
+        self.folder = str(folder)
+        self.tokenizer, self.model = _load(folder, CrychicFollowUpJudgeModel)
+        self.architecture = str(self.model.config.architecture)
+
+    def _turn_texts(self, prompt: str, response: str) -> tuple[str, str]:
+        limit = int(self.model.config.turn_max_tokens)
+        return truncate_text(self.tokenizer, prompt, limit), truncate_text(self.tokenizer, response, limit)
+
+    def _encode(self, first: Sequence[str], second: Sequence[str] | None = None) -> dict[str, torch.Tensor]:
+        return self.tokenizer(list(first), list(second) if second is not None else None, truncation=True,
+                              max_length=self.model.config.max_length, padding=True, return_tensors="pt")
+
+    def embed_turn(self, prompt: str, response: str) -> torch.Tensor:
+        import torch
+
+        first, second = self._turn_texts(prompt, response)
+        with torch.inference_mode():
+            return self.model.embed(**self._encode([first], [second]))[0]
+
+    def scores(self, prompt: str, candidates: Sequence[StoredTurn]) -> list[float]:
+        import torch
+
+        if not candidates:
+            return []
+        with torch.inference_mode():
+            if self.architecture == "bi":
+                missing = [turn.index for turn in candidates if turn.embedding is None]
+                if missing:
+                    raise ValueError(f"turns {missing} have no stored embedding; a bi-encoder judge scores "
+                                     "against the embeddings stored when each turn was finished")
+                history = torch.stack([turn.embedding for turn in candidates])
+                logits = self.model.score_embeddings(history, self.model.embed(**self._encode([prompt])))
+            else:
+                pairs = [self._turn_texts(turn.prompt, turn.response) for turn in candidates]
+                history_texts = [f"{p}\n{r}" for p, r in pairs]
+                logits = self.model(**self._encode(history_texts, [prompt] * len(candidates))).logits
+        return [float(x) for x in torch.sigmoid(logits).tolist()]
+
+
+def load_components(ifqc: str | Path | None, simplifier: str | Path | None,
+                    judge: str | Path) -> tuple[ModelFollowUpClassifier | None, ModelSentenceLabeller | None,
+                                                ModelParentJudge]:
+    """The model-backed components of saved folders; ``None`` for the IFQC or simplifier leaves it out
+    (the paper's ablations), which the caller must choose and report."""
+    return (ModelFollowUpClassifier(ifqc) if ifqc is not None else None,
+            ModelSentenceLabeller(simplifier) if simplifier is not None else None,
+            ModelParentJudge(judge))

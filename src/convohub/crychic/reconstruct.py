@@ -1,0 +1,234 @@
+"""CRyCHIc's per-prompt reconstruction: which earlier turn does a new prompt build on?
+
+For every new prompt the rules of the paper (seed 002, spec ``crychic.md``) run in order, and the first that
+applies decides:
+
+0. empty history -> root (``first-turn``);
+1. the IFQC says implicit follow-up ("Continue", "Translate this") -> child of the most recent turn
+   (``ifqc-implicit``);
+2. the prompt simplifier labels every sentence; the prompt takes its highest-priority label (instruction >
+   information > polite): information -> child of the most recent turn (``simplifier-information``),
+   polite -> root (``simplifier-polite``), instruction -> the simplified prompt (every instruction sentence
+   plus the first information sentence, in prompt order) goes to the judge;
+3. the follow-up judge scores the (simplified) prompt against the 20 most recent turns; the best one becomes
+   the parent when its probability is above 0.4, the more recent turn winning a tie (``judge-parent``),
+   else the prompt starts a new tree (``judge-root``).
+
+When the turn is finished (its response known) it is stored with its parent and the judge's embedding of its
+prompt and response (each truncated to 512 tokens by the judge); :meth:`TreeBuilder.filtered_history` gives
+the ancestors of a turn, which is what an LLM would receive with the prompt.
+
+Every decision records the rule that made it and the deciding score, for error analysis. The baselines
+(``non-reconstructing``: every turn a child of the previous one; ``all-roots``) share the same interface, so
+an evaluation runs any of them the same way.
+"""
+
+from __future__ import annotations
+
+from abc import ABC, abstractmethod
+from collections.abc import Callable
+from dataclasses import asdict, dataclass
+
+from convohub.crychic.components import FollowUpClassifier, ParentJudge, SentenceLabeller, StoredTurn
+
+#: the paper's defaults
+WINDOW = 20
+THRESHOLD = 0.4
+#: the IFQC is a two-class softmax: implicit when that class wins
+IMPLICIT_THRESHOLD = 0.5
+#: the simplifier's labels, highest priority first
+LABEL_PRIORITY = ("instruction", "information", "polite")
+
+#: rule name -> the module that applies it
+RULES: dict[str, str] = {
+    "first-turn": "history",
+    "ifqc-implicit": "ifqc",
+    "simplifier-information": "simplifier",
+    "simplifier-polite": "simplifier",
+    "judge-parent": "judge",
+    "judge-root": "judge",
+    "previous-turn": "baseline",
+    "all-roots": "baseline",
+}
+
+
+@dataclass(frozen=True)
+class Decision:
+    """The parent given to one turn (-1: a root) and why.
+
+    ``score``: the deciding module's number (IFQC: probability of implicit; judge: the best candidate's
+    probability, also when it stayed below the threshold); ``label``: the prompt's simplifier label;
+    ``simplified_prompt``: what the judge scored.
+    """
+
+    turn_index: int
+    parent: int
+    rule: str
+    score: float | None = None
+    label: str | None = None
+    simplified_prompt: str | None = None
+
+    @property
+    def module(self) -> str:
+        return RULES[self.rule]
+
+    def to_dict(self) -> dict[str, object]:
+        return {**asdict(self), "module": self.module}
+
+
+class TreeBuilder(ABC):
+    """Turns in arrival order with their parents: decide a new prompt's parent, then store the finished turn."""
+
+    #: how the builder is named in reports
+    name: str = ""
+
+    def __init__(self) -> None:
+        self.turns: list[StoredTurn] = []
+
+    @abstractmethod
+    def decide(self, prompt: str) -> Decision:
+        """The parent of ``prompt`` as the next turn (nothing is stored yet)."""
+
+    def embed(self, prompt: str, response: str) -> object:
+        """What to store with a finished turn; only the judge needs anything."""
+        return None
+
+    def commit(self, prompt: str, response: str, decision: Decision) -> StoredTurn:
+        """Store the finished turn (post-processing): texts, parent, embedding, decision."""
+        if decision.turn_index != len(self.turns):
+            raise ValueError(f"decision is for turn {decision.turn_index} but the next turn is {len(self.turns)}")
+        turn = StoredTurn(len(self.turns), prompt, response, decision.parent, self.embed(prompt, response),
+                          decision)
+        self.turns.append(turn)
+        return turn
+
+    def add_turn(self, prompt: str, response: str) -> Decision:
+        """Decide and store in one step (offline reconstruction of a logged conversation)."""
+        decision = self.decide(prompt)
+        self.commit(prompt, response, decision)
+        return decision
+
+    def ancestors(self, parent: int) -> list[StoredTurn]:
+        """``parent`` and its ancestors, oldest first: the context a child of ``parent`` gets."""
+        chain: list[StoredTurn] = []
+        while parent != -1:
+            turn = self.turns[parent]
+            chain.append(turn)
+            parent = turn.parent
+        return chain[::-1]
+
+    def filtered_history(self, turn_index: int) -> list[StoredTurn]:
+        """The ancestors of a stored turn, oldest first (its own prompt excluded): what an LLM would receive."""
+        if not 0 <= turn_index < len(self.turns):
+            raise IndexError(f"turn {turn_index} is not stored (turns 0..{len(self.turns) - 1})")
+        return self.ancestors(self.turns[turn_index].parent)
+
+    @property
+    def parents(self) -> list[int]:
+        return [turn.parent for turn in self.turns]
+
+    @property
+    def decisions(self) -> list[Decision]:
+        return [turn.decision for turn in self.turns if turn.decision is not None]
+
+
+class NonReconstructing(TreeBuilder):
+    """Baseline: the flat log, every turn a child of the one before (what a chat UI sends an LLM)."""
+
+    name = "non-reconstructing"
+
+    def decide(self, prompt: str) -> Decision:
+        t = len(self.turns)
+        return Decision(t, -1, "first-turn") if t == 0 else Decision(t, t - 1, "previous-turn")
+
+
+class AllRoots(TreeBuilder):
+    """Baseline: no turn builds on another (every prompt sent alone)."""
+
+    name = "all-roots"
+
+    def decide(self, prompt: str) -> Decision:
+        t = len(self.turns)
+        return Decision(t, -1, "first-turn" if t == 0 else "all-roots")
+
+
+BASELINES: dict[str, type[TreeBuilder]] = {cls.name: cls for cls in (NonReconstructing, AllRoots)}
+
+
+def prompt_label(labelled: list[tuple[str, str]]) -> str | None:
+    """The highest-priority label among the sentences' (None for a prompt without sentences)."""
+    present = {label for _, label in labelled}
+    unknown = present - set(LABEL_PRIORITY)
+    if unknown:
+        raise ValueError(f"unknown simplifier labels {sorted(unknown)}; expected {LABEL_PRIORITY}")
+    return next((label for label in LABEL_PRIORITY if label in present), None)
+
+
+def simplify(labelled: list[tuple[str, str]]) -> str:
+    """Every instruction sentence plus the first information sentence, in the prompt's order."""
+    first_information = next((i for i, (_, label) in enumerate(labelled) if label == "information"), None)
+    return " ".join(sentence for i, (sentence, label) in enumerate(labelled)
+                    if label == "instruction" or i == first_information)
+
+
+class Crychic(TreeBuilder):
+    """The CRyCHIc pipeline over its three components.
+
+    ``ifqc`` or ``simplifier`` may be None, which skips that rule (the paper's ablations "w/o IFQC" and
+    "w/o PS"; without the simplifier the whole prompt goes to the judge); there are no defaults, so leaving
+    one out is always the caller's stated choice.
+    """
+
+    name = "crychic"
+
+    def __init__(self, *, ifqc: FollowUpClassifier | None, simplifier: SentenceLabeller | None,
+                 judge: ParentJudge, window: int = WINDOW, threshold: float = THRESHOLD) -> None:
+        super().__init__()
+        if window < 1:
+            raise ValueError(f"window must be at least 1 turn, got {window}")
+        self.ifqc, self.simplifier, self.judge = ifqc, simplifier, judge
+        self.window, self.threshold = window, threshold
+
+    def decide(self, prompt: str) -> Decision:
+        t = len(self.turns)
+        if t == 0:
+            return Decision(t, -1, "first-turn")
+        if self.ifqc is not None:
+            implicit = float(self.ifqc.implicit_probability(prompt))
+            if implicit > IMPLICIT_THRESHOLD:
+                return Decision(t, t - 1, "ifqc-implicit", score=implicit)
+        label, query = None, prompt
+        if self.simplifier is not None:
+            labelled = self.simplifier.label(prompt)
+            label = prompt_label(labelled)
+            if label == "information":
+                return Decision(t, t - 1, "simplifier-information", label=label)
+            if label == "polite":
+                return Decision(t, -1, "simplifier-polite", label=label)
+            if label == "instruction":
+                query = simplify(labelled)
+        return self._judge(t, query, label)
+
+    def _judge(self, t: int, query: str, label: str | None) -> Decision:
+        candidates = self.turns[-self.window:]
+        scores = self.judge.scores(query, candidates)
+        if len(scores) != len(candidates):
+            raise ValueError(f"the judge returned {len(scores)} scores for {len(candidates)} candidate turns")
+        best, best_score = -1, float("-inf")
+        for turn, score in zip(reversed(candidates), reversed(scores), strict=True):  # most recent first
+            if score > best_score:  # strictly: an equal score never displaces the more recent turn
+                best, best_score = turn.index, float(score)
+        if best_score > self.threshold:
+            return Decision(t, best, "judge-parent", score=best_score, label=label, simplified_prompt=query)
+        return Decision(t, -1, "judge-root", score=best_score, label=label, simplified_prompt=query)
+
+    def embed(self, prompt: str, response: str) -> object:
+        return self.judge.embed_turn(prompt, response)
+
+
+def reconstruct(exchanges: list[tuple[str, str]], make_builder: Callable[[], TreeBuilder]) -> TreeBuilder:
+    """A fresh builder fed one logged conversation's (prompt, response) pairs in order."""
+    builder = make_builder()
+    for prompt, response in exchanges:
+        builder.add_turn(prompt, response)
+    return builder
