@@ -170,7 +170,8 @@ def test_runtime_bounds_fail_cleanly(name: str, store: EventStore) -> None:
     started = time.monotonic()
     result = Executor(store, OracleRetriever({"x": ["1"]}), time_budget=10).execute(RUNTIME[name])
     assert result.answer is None and result.error is not None
-    assert result.error.split(":")[0] in ("ResourceLimitError", "ExecutionError", "TimeoutError")
+    assert result.error.split(":")[0] in ("MemoryBudgetExceeded", "ResourceLimitError", "ExecutionError",
+                                          "TimeoutError")
     assert time.monotonic() - started < 5
 
 

@@ -3,14 +3,18 @@
 Three failure kinds are kept apart because they are handled differently: a rejected tree never runs
 (:class:`TreeSyntaxError`); an error inside one lambda call only drops that item (:class:`ExpressionError`);
 a resource bound or the time budget aborts the whole question (:class:`ResourceLimitError`,
-:class:`BudgetExceeded`).
+:class:`BudgetExceeded`). :class:`MemoryBudgetExceeded` is the resource bound that says which budget ran
+out, where, and by how much, so the person reading a failed run knows what to change;
+:class:`WorkerLimitError` is what is left when the operating system stopped a question's worker process
+(its address-space limit or its hard time limit) before the engine could say anything itself.
 """
 
 from __future__ import annotations
 
 import ast
 
-__all__ = ["BudgetExceeded", "ExecutionError", "ExpressionError", "ResourceLimitError", "TreeSyntaxError"]
+__all__ = ["BudgetExceeded", "ExecutionError", "ExpressionError", "MemoryBudgetExceeded", "ResourceLimitError",
+           "TreeSyntaxError", "WorkerLimitError"]
 
 
 def describe_node(node: ast.AST | None, source: str | None) -> str:
@@ -51,6 +55,43 @@ class ExpressionError(Exception):
 
 class ResourceLimitError(RuntimeError):
     """An expression tried to build something too large (huge power, repetition, allocation)."""
+
+
+class MemoryBudgetExceeded(ResourceLimitError):
+    """A per-question memory budget would be (or was) exceeded; raised before the value is built when its
+    size can be estimated from the operands.
+
+    ``budget`` names the limit (``max_alloc``, ``max_int_bits``, ``max_sequence``, ``max_join_output``, ...),
+    ``limit`` and ``requested`` are in that budget's unit (``unit``), ``where`` describes the expression node
+    and ``operator`` the operator (e.g. ``JOIN(...)``) that was running; the executor fills ``operator`` in
+    when the error passes through it. ``hint`` says what to do about it.
+    """
+
+    def __init__(self, what: str, *, budget: str, limit: int, requested: int, unit: str = "bytes",
+                 where: str = "", hint: str = "", operator: str = "") -> None:
+        self.what, self.budget, self.limit, self.requested, self.unit = what, budget, limit, requested, unit
+        self.where, self.hint, self.operator = where, hint, operator
+        super().__init__(self._message())
+
+    def _message(self) -> str:
+        text = f"{self.what} needs {self.requested:,} {self.unit}, over the {self.budget} budget of {self.limit:,}"
+        if self.operator:
+            text += f" in {self.operator}"
+        if self.where:
+            text += f" [{self.where}]"
+        return text + (f"; {self.hint}" if self.hint else "")
+
+    def at_operator(self, operator: str) -> MemoryBudgetExceeded:
+        """Record the operator node the error happened in (the innermost one wins)."""
+        if not self.operator:
+            self.operator = operator
+            self.args = (self._message(),)
+        return self
+
+
+class WorkerLimitError(RuntimeError):
+    """The worker process running a question was stopped by its OS memory limit (``RLIMIT_AS``), by its hard
+    time limit, or died; the question counts as a failed run and the next question gets a fresh worker."""
 
 
 class ExecutionError(RuntimeError):

@@ -10,16 +10,24 @@ from __future__ import annotations
 
 import json
 import math
+import sys
 import time as _time
 from dataclasses import dataclass, field
 from datetime import date, datetime, time, timedelta
 from typing import Any
 
-from convohub.reqap.errors import BudgetExceeded, ExecutionError, ResourceLimitError, TreeSyntaxError
+from convohub.reqap.errors import (
+    BudgetExceeded,
+    ExecutionError,
+    MemoryBudgetExceeded,
+    ResourceLimitError,
+    TreeSyntaxError,
+)
 from convohub.reqap.events import EventStore
 from convohub.reqap.expr import Function
 from convohub.reqap.extraction import DirectExtractor, Extractor
 from convohub.reqap.interpreter import MAX_ALLOC, Evaluator, Group
+from convohub.reqap.join import MAX_JOIN_OUTPUT
 from convohub.reqap.operators import IMPLEMENTATIONS, OperatorContext
 from convohub.reqap.parse import Node, OpNode, Placeholder, parse_tree
 from convohub.reqap.retrieval import BM25Retriever, Retriever
@@ -101,6 +109,7 @@ class ExecutionResult:
     error: str | None = None
     seconds: float = 0.0
     raw: Any = None  # the answer before JSON conversion (dates stay dates)
+    allocated: int = 0  # bytes charged to the question's memory budget (see convohub.reqap.interpreter)
 
     @property
     def ok(self) -> bool:
@@ -115,12 +124,14 @@ class Executor:
 
     ``retriever`` defaults to :class:`BM25Retriever`, ``extractor`` to :class:`DirectExtractor`.
     ``join_strategy`` forces a JOIN strategy (auto, equi, sweep, nested) -- for tests and benchmarks;
-    ``max_alloc`` bounds what lambdas may allocate per question (see :mod:`convohub.reqap.interpreter`).
+    ``max_alloc`` bounds the bytes a question's values may take (lambda results, copied and merged events;
+    see :mod:`convohub.reqap.interpreter`), ``max_join_output`` the merged events of one JOIN.
     """
 
     def __init__(self, store: EventStore, retriever: Retriever | None = None, extractor: Extractor | None = None,
                  *, reference_date: date = REFERENCE_DATE, time_budget: float = DEFAULT_TIME_BUDGET,
-                 dedup: bool = True, join_strategy: str = "auto", max_alloc: int = MAX_ALLOC) -> None:
+                 dedup: bool = True, join_strategy: str = "auto", max_alloc: int = MAX_ALLOC,
+                 max_join_output: int = MAX_JOIN_OUTPUT) -> None:
         self.store = store
         self.retriever = retriever if retriever is not None else BM25Retriever()
         self.extractor = extractor if extractor is not None else DirectExtractor()
@@ -129,6 +140,7 @@ class Executor:
         self.dedup = dedup
         self.join_strategy = join_strategy
         self.max_alloc = max_alloc
+        self.max_join_output = max_join_output
 
     def execute(self, tree: str | Node) -> ExecutionResult:
         """Parse (if text) and run ``tree``; never raises for a bad tree or a failing run."""
@@ -150,10 +162,24 @@ class Executor:
             result.error = f"{type(err).__name__}: {err}"
         except RecursionError:
             result.error = "ResourceLimitError: recursion too deep"
+        except MemoryError:  # the OS limit of a worker process (RLIMIT_AS) came before the engine's budgets
+            result.error = (f"MemoryBudgetExceeded: the process ran out of memory in {run.current or 'the tree'} "
+                            "(its OS memory limit); the tree builds too much data")
         except Exception as err:  # an operator bug or odd data must not take the caller down
             result.error = f"{type(err).__name__}: {err}"
         result.seconds = _time.monotonic() - started
+        result.allocated = run.evaluator.allocated
         return result
+
+
+#: Operators whose output events are new copies (charged to the memory budget; JOIN charges itself).
+_COPYING = frozenset({"EXTRACT", "MAP", "UNNEST", "GROUP_BY"})
+
+
+def _label(node: OpNode, entry_id: int) -> str:
+    """``JOIN #3 JOIN(l1=..., ...)``: the operator, its trace id and the start of its text, for errors."""
+    text = node.text
+    return f"{node.op} #{entry_id} {text if len(text) <= 160 else text[:157] + '...'}"
 
 
 class _Run:
@@ -168,8 +194,10 @@ class _Run:
                                    run_subtree=self._nested_value,
                                    max_alloc=executor.max_alloc)
         self._depth = 0
+        self.current = ""  # label of the operator running now, for out-of-memory errors
         self.ctx = OperatorContext(executor.store, executor.retriever, executor.extractor, self.evaluator,
-                                   dedup=executor.dedup, join_strategy=executor.join_strategy)
+                                   dedup=executor.dedup, join_strategy=executor.join_strategy,
+                                   max_join_output=executor.max_join_output)
 
     def _nested_value(self, sub: Node) -> Any:
         """Value of an operator nested in a lambda: already run before the lambda's operator, so cached."""
@@ -179,6 +207,13 @@ class _Run:
     def check(self) -> None:
         if _time.monotonic() > self.deadline:
             raise BudgetExceeded("time budget exceeded")
+
+    def _charge_output(self, op: str, value: list[Any]) -> None:
+        """Charge an operator's output list (and, for copying operators, its new items) to the budget."""
+        nbytes = sys.getsizeof(value)
+        if op in _COPYING and value:
+            nbytes += len(value) * sys.getsizeof(value[0])  # the items of one output have the same shape
+        self.evaluator.charge(nbytes, f"the output of {op} ({len(value):,} items)")
 
     def node(self, node: Node, depth: int) -> Any:
         self.check()
@@ -205,10 +240,15 @@ class _Run:
                 kwargs[name] = v
         started = _time.monotonic()
         saved, self._depth = self._depth, depth
+        saved_label, self.current = self.current, _label(node, entry["id"])
         try:
             value = IMPLEMENTATIONS[node.op](self.ctx, **kwargs)
+            if isinstance(value, list):
+                self._charge_output(node.op, value)
+        except MemoryBudgetExceeded as err:
+            raise err.at_operator(self.current) from None
         finally:
-            self._depth = saved
+            self._depth, self.current = saved, saved_label
         self.check()
         entry["seconds"] = round(_time.monotonic() - started, 6)
         entry["output_size"] = _size(value)

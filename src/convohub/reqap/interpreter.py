@@ -1,10 +1,22 @@
 """Interpreter of checked lambda/condition ASTs (see :mod:`convohub.reqap.expr` for the language).
 
 The evaluator walks the AST itself; no code object is ever built. Beyond the static whitelist it bounds
-what only shows at run time: integer sizes of powers and products, sequence lengths of repetitions and
-concatenations, the total amount allocated per question, comprehension lengths, and the time budget.
-Those bounds raise :class:`ResourceLimitError`/:class:`BudgetExceeded` (abort the question); any other
-failure inside a call becomes :class:`ExpressionError` (the caller usually drops that item).
+what only shows at run time, because a tree from an LLM can build values of any size out of a few
+characters (repeated squaring, string doubling, nested comprehensions):
+
+* every value the interpreter creates is charged, at its ``sys.getsizeof`` size, to a per-question
+  budget (``max_alloc``, :data:`MAX_ALLOC`): integers by their size, strings, dates and timedeltas,
+  containers and comprehension outputs, plus (through :meth:`Evaluator.charge`) the events operators copy
+  and the merged events of JOIN. The count only grows within a question (temporaries are not credited
+  back), so it is an upper bound of what the question ever held;
+* one value may not exceed :data:`MAX_INT_BITS` bits or :data:`MAX_SEQUENCE` elements, and where the result's
+  size follows from the operands (``**``, ``*``, ``+`` on sequences, ``replace``, ``join``) the check, and
+  the budget charge, happen *before* the value is computed, so a bomb never gets the memory it asks for;
+* comprehension lengths and the time budget.
+
+Those bounds raise :class:`MemoryBudgetExceeded` (a :class:`ResourceLimitError`) or
+:class:`BudgetExceeded` and abort the question; any other failure inside a call becomes
+:class:`ExpressionError` (the caller usually drops that item).
 """
 
 from __future__ import annotations
@@ -12,21 +24,29 @@ from __future__ import annotations
 import ast
 import math
 import operator
+import sys
 import time as _time
 from collections.abc import Callable, Iterable
 from datetime import date, datetime, time, timedelta
 from typing import Any
 
-from convohub.reqap.errors import BudgetExceeded, ExpressionError, ResourceLimitError
+from convohub.reqap.errors import BudgetExceeded, ExpressionError, MemoryBudgetExceeded, ResourceLimitError, describe_node
 from convohub.reqap.expr import Function, SubtreeSlot
 
 __all__ = ["Evaluator", "Group"]
 
-MAX_SEQUENCE = 1_000_000  # elements/characters of one value built by an expression
-MAX_INT_BITS = 100_000
+MAX_SEQUENCE = 1_000_000  # elements of one container (or characters of one string) built by an expression
+MAX_INT_BITS = 100_000  # bits of one integer (about 30,000 decimal digits)
 MAX_COMPREHENSION = 200_000
-MAX_ALLOC = 1_000_000_000  # bytes-ish per question: characters count 1, container slots count 8
+#: Bytes (as ``sys.getsizeof`` counts them) that one question's values may take in all; far above what any
+#: gold tree needs (see benchmarks/bench_engine.py) and far below a worker's 1 GiB memory limit.
+MAX_ALLOC = 256 * 2**20
 _CHECK_EVERY = 2048
+_sizeof = sys.getsizeof
+_CONTAINERS = (list, tuple, set, frozenset, dict)
+_ALLOC_HINT = ("the tree builds far more data than a question needs: look for values that grow in a loop "
+               "(repeated squaring, doubling strings, nested comprehensions) or raise Executor(max_alloc=...)")
+_SIZE_HINT = "no answer needs a value this large; rewrite the expression (or its operands) to stay small"
 
 
 class Group(list):
@@ -132,19 +152,60 @@ class Evaluator:
         return lambda *a: self.call(fn, *a)
 
     # -- bounds -------------------------------------------------------------------------------------
-    def _alloc(self, value: Any) -> Any:
-        if isinstance(value, str):
-            n = len(value)
-        elif isinstance(value, (list, tuple, set, frozenset, dict)):
-            n = 8 * len(value)
-        else:
-            return value
-        if n > 8 * MAX_SEQUENCE:
-            raise ResourceLimitError(f"value of size {len(value)} exceeds {MAX_SEQUENCE}")
-        self.allocated += n
+    def charge(self, nbytes: int, what: str, where: str = "") -> None:
+        """Count ``nbytes`` against the question's ``max_alloc`` budget; raise when it is spent.
+
+        Callers charge *before* building a value whenever its size can be estimated, so an over-budget
+        value is refused rather than built.
+        """
+        self.allocated += nbytes
         if self.allocated > self.max_alloc:
-            raise ResourceLimitError("expressions allocated too much memory for this question")
+            raise MemoryBudgetExceeded(f"{what} (the question's values so far, allocated)", budget="max_alloc",
+                                       limit=self.max_alloc, requested=self.allocated, where=where,
+                                       hint=_ALLOC_HINT)
+
+    def _alloc(self, value: Any, node: ast.AST | None = None) -> Any:
+        """Check one created value against the per-value caps and charge its size; returns the value."""
+        t = type(value)
+        if t is int:
+            if value.bit_length() > MAX_INT_BITS:
+                raise MemoryBudgetExceeded("an integer", budget="max_int_bits", limit=MAX_INT_BITS,
+                                           requested=value.bit_length(), unit="bits", where=_where(node),
+                                           hint=_SIZE_HINT)
+        elif t is str:
+            if len(value) > MAX_SEQUENCE:
+                raise MemoryBudgetExceeded("a string", budget="max_sequence", limit=MAX_SEQUENCE,
+                                           requested=len(value), unit="characters",
+                                           where=_where(node), hint=_SIZE_HINT)
+        elif isinstance(value, _CONTAINERS) and len(value) > MAX_SEQUENCE:
+            raise MemoryBudgetExceeded(f"a {t.__name__}", budget="max_sequence", limit=MAX_SEQUENCE,
+                                       requested=len(value), unit="elements", where=_where(node), hint=_SIZE_HINT)
+        self.allocated += _sizeof(value)
+        if self.allocated > self.max_alloc:
+            self.charge(0, f"{t.__name__} of {_sizeof(value):,} bytes", _where(node))
         return value
+
+    def _alloc_deep(self, value: Any, node: ast.AST | None = None) -> Any:
+        """Like :meth:`_alloc` for a container whose elements are new objects too (``split()``, ``items()``)."""
+        self._alloc(value, node)
+        if isinstance(value, list):
+            self.charge(sum(map(_sizeof, value)), "the elements of a new list", _where(node))
+        return value
+
+    def _refuse_int(self, bits: int, what: str, node: ast.AST | None) -> None:
+        """Refuse (before computing it) an integer result estimated at ``bits`` bits, or charge its size."""
+        if bits > MAX_INT_BITS:
+            raise MemoryBudgetExceeded(what, budget="max_int_bits", limit=MAX_INT_BITS, requested=bits,
+                                       unit="bits", where=_where(node), hint=_SIZE_HINT)
+        self.charge(bits // 8, what, _where(node))
+
+    def _refuse_sequence(self, length: int, seq: Any, what: str, node: ast.AST | None) -> None:
+        """Refuse (before building it) a string/list/tuple estimated at ``length`` elements, or charge it."""
+        if length > MAX_SEQUENCE:
+            raise MemoryBudgetExceeded(what, budget="max_sequence", limit=MAX_SEQUENCE, requested=length,
+                                       unit="characters" if isinstance(seq, str) else "elements",
+                                       where=_where(node), hint=_SIZE_HINT)
+        self.charge(length if isinstance(seq, str) else 8 * length, what, _where(node))
 
     # -- evaluation -------------------------------------------------------------------------------
     def _evaluate(self, node: ast.AST, env: dict[str, Any], fn: Function) -> Any:
@@ -178,7 +239,7 @@ class Evaluator:
                      for p in (node.slice.lower, node.slice.upper, node.slice.step)]
             if not all(p is None or isinstance(p, int) for p in parts):
                 raise ExpressionError("slice bounds must be integers")
-            return self._alloc(value[slice(*parts)])
+            return self._alloc(value[slice(*parts)], node)
         sl = node.slice  # attr["key"] is most of what lambdas do: read a constant key without a dispatch
         key = sl.value if type(sl) is ast.Constant else self._evaluate(sl, env, fn)
         if isinstance(value, Group) and isinstance(key, str):
@@ -202,23 +263,25 @@ class Evaluator:
         a = self._evaluate(node.left, env, fn)
         b = self._evaluate(node.right, env, fn)
         op = type(node.op)
+        # sizes that follow from the operands are refused or charged before the result is computed
         if op is ast.Pow:
-            if isinstance(a, int) and isinstance(b, int) and (
-                    b > MAX_INT_BITS or a.bit_length() * max(b, 0) > MAX_INT_BITS):
-                raise ResourceLimitError("power too large")
+            if type(a) is int and type(b) is int and b > 0 and a not in (-1, 0, 1):
+                # |a|**b has floor(b * log2|a|) + 1 bits: known to within a bit before computing anything
+                self._refuse_int(int(b * math.log2(abs(a))) + 1, "a power", node)
         elif op is ast.Mult:
-            for seq, n in ((a, b), (b, a)):
-                if isinstance(seq, (str, list, tuple)) and isinstance(n, int) and len(seq) * n > MAX_SEQUENCE:
-                    raise ResourceLimitError("repetition too large")
-            if isinstance(a, int) and isinstance(b, int) and a.bit_length() + b.bit_length() > MAX_INT_BITS:
-                raise ResourceLimitError("product too large")
+            if isinstance(a, int) and isinstance(b, int):
+                if a.bit_length() + b.bit_length() > 64:
+                    self._refuse_int(a.bit_length() + b.bit_length(), "a product", node)
+            else:
+                for seq, n in ((a, b), (b, a)):
+                    if isinstance(seq, (str, list, tuple)) and isinstance(n, int) and n > 0:
+                        self._refuse_sequence(len(seq) * n, seq, "a repetition", node)
         elif op is ast.Add:
-            if isinstance(a, (str, list, tuple)) and isinstance(b, (str, list, tuple)) \
-                    and len(a) + len(b) > MAX_SEQUENCE:
-                raise ResourceLimitError("concatenation too large")
+            if isinstance(a, (str, list, tuple)) and isinstance(b, (str, list, tuple)):
+                self._refuse_sequence(len(a) + len(b), a, "a concatenation", node)
         elif op is ast.Mod and isinstance(a, str):
             raise ExpressionError("%-formatting of strings is not supported")
-        return self._alloc(_BINOPS[op](a, b))
+        return self._alloc(_BINOPS[op](a, b), node)
 
     def _node_UnaryOp(self, node: ast.UnaryOp, env: dict[str, Any], fn: Function) -> Any:  # noqa: N802
         v = self._evaluate(node.operand, env, fn)
@@ -248,17 +311,17 @@ class Evaluator:
         return self._evaluate(node.body if self._evaluate(node.test, env, fn) else node.orelse, env, fn)
 
     def _node_List(self, node: ast.List, env: dict[str, Any], fn: Function) -> Any:  # noqa: N802
-        return self._alloc([self._evaluate(e, env, fn) for e in node.elts])
+        return self._alloc([self._evaluate(e, env, fn) for e in node.elts], node)
 
     def _node_Tuple(self, node: ast.Tuple, env: dict[str, Any], fn: Function) -> Any:  # noqa: N802
-        return self._alloc(tuple(self._evaluate(e, env, fn) for e in node.elts))
+        return self._alloc(tuple(self._evaluate(e, env, fn) for e in node.elts), node)
 
     def _node_Set(self, node: ast.Set, env: dict[str, Any], fn: Function) -> Any:  # noqa: N802
-        return self._alloc({self._evaluate(e, env, fn) for e in node.elts})
+        return self._alloc({self._evaluate(e, env, fn) for e in node.elts}, node)
 
     def _node_Dict(self, node: ast.Dict, env: dict[str, Any], fn: Function) -> Any:  # noqa: N802
         return self._alloc({self._evaluate(k, env, fn): self._evaluate(v, env, fn)  # type: ignore[arg-type]
-                            for k, v in zip(node.keys, node.values, strict=False)})
+                            for k, v in zip(node.keys, node.values, strict=False)}, node)
 
     def _node_JoinedStr(self, node: ast.JoinedStr, env: dict[str, Any], fn: Function) -> Any:  # noqa: N802
         parts = []
@@ -267,8 +330,8 @@ class Evaluator:
                 parts.append(self._to_str(self._evaluate(v.value, env, fn)))
             else:
                 parts.append(v.value)  # type: ignore[attr-defined]
-        total = "".join(parts)
-        return self._alloc(total)
+        self._refuse_sequence(sum(map(len, parts)), "", "an f-string", node)
+        return self._alloc("".join(parts), node)
 
     def _iterate(self, node: ast.expr, env: dict[str, Any], fn: Function) -> Iterable[dict[str, Any]]:
         gen = node.generators[0]  # type: ignore[attr-defined]
@@ -291,18 +354,18 @@ class Evaluator:
                 yield inner
 
     def _node_ListComp(self, node: ast.ListComp, env: dict[str, Any], fn: Function) -> Any:  # noqa: N802
-        return self._alloc([self._evaluate(node.elt, e, fn) for e in self._iterate(node, env, fn)])
+        return self._alloc([self._evaluate(node.elt, e, fn) for e in self._iterate(node, env, fn)], node)
 
     def _node_SetComp(self, node: ast.SetComp, env: dict[str, Any], fn: Function) -> Any:  # noqa: N802
-        return self._alloc({self._evaluate(node.elt, e, fn) for e in self._iterate(node, env, fn)})
+        return self._alloc({self._evaluate(node.elt, e, fn) for e in self._iterate(node, env, fn)}, node)
 
     def _node_GeneratorExp(self, node: ast.GeneratorExp, env: dict[str, Any], fn: Function) -> Any:  # noqa: N802
         # materialised: the only consumers are whitelisted functions, and this keeps errors inside call()
-        return self._alloc([self._evaluate(node.elt, e, fn) for e in self._iterate(node, env, fn)])
+        return self._alloc([self._evaluate(node.elt, e, fn) for e in self._iterate(node, env, fn)], node)
 
     def _node_DictComp(self, node: ast.DictComp, env: dict[str, Any], fn: Function) -> Any:  # noqa: N802
         return self._alloc({self._evaluate(node.key, e, fn): self._evaluate(node.value, e, fn)
-                            for e in self._iterate(node, env, fn)})
+                            for e in self._iterate(node, env, fn)}, node)
 
     def _node_Call(self, node: ast.Call, env: dict[str, Any], fn: Function) -> Any:  # noqa: N802
         args = [self._evaluate(a, env, fn) for a in node.args]
@@ -314,13 +377,16 @@ class Evaluator:
                 kwargs[kw.arg] = self._evaluate(kw.value, env, fn)  # type: ignore[index]
         func = node.func
         if isinstance(func, ast.Name):
-            return self._alloc(self._call_function(func.id, args, kwargs))
+            return self._alloc(self._call_function(func.id, args, kwargs), node)
         assert isinstance(func, ast.Attribute)
         if isinstance(func.value, ast.Name) and func.value.id in ("date", "time", "datetime") \
                 and func.value.id not in env:
-            return self._class_method(func.value.id, func.attr, args)
+            return self._alloc(self._class_method(func.value.id, func.attr, args), node)
         receiver = self._evaluate(func.value, env, fn)
-        return self._alloc(self._method(receiver, func.attr, args, kwargs))
+        value = self._method(receiver, func.attr, args, kwargs, node)
+        if func.attr in _NEW_ELEMENTS:  # split() and items() build new strings / tuples, not just slots
+            return self._alloc_deep(value, node)
+        return self._alloc(value, node)
 
     def _key_callable(self, node: ast.expr, env: dict[str, Any], fn: Function) -> Callable[[Any], Any]:
         if isinstance(node, ast.Name):
@@ -334,8 +400,10 @@ class Evaluator:
         if isinstance(value, _SAFE_SCALARS):
             return str(value)
         if isinstance(value, (list, tuple, set, frozenset, dict)):
-            if _deep_size(value, MAX_SEQUENCE) > MAX_SEQUENCE:
-                raise ResourceLimitError("str() of a structure that is too large")
+            size = _deep_size(value, MAX_SEQUENCE)
+            if size > MAX_SEQUENCE:
+                raise MemoryBudgetExceeded("str() of a structure", budget="max_sequence", limit=MAX_SEQUENCE,
+                                           requested=size, unit="elements and characters", hint=_SIZE_HINT)
             return str(value)
         raise ExpressionError(f"cannot convert {type(value).__name__} to str")
 
@@ -396,7 +464,8 @@ class Evaluator:
             return datetime.combine(args[0], args[1])
         raise ExpressionError(f"{cls}.{name}() is not supported")
 
-    def _method(self, receiver: Any, name: str, args: list[Any], kwargs: dict[str, Any]) -> Any:
+    def _method(self, receiver: Any, name: str, args: list[Any], kwargs: dict[str, Any],
+                node: ast.AST | None = None) -> Any:
         if isinstance(receiver, (dict, Group)) and name in ("get", "keys", "values", "items"):
             d = receiver.keys if isinstance(receiver, Group) else receiver
             if name == "get":
@@ -416,14 +485,14 @@ class Evaluator:
                 if len(args) < 2 or not all(isinstance(a, str) for a in args[:2]):
                     raise ExpressionError("replace() takes two strings")
                 hits = receiver.count(args[0]) if args[0] else len(receiver) + 1
-                if len(receiver) + hits * len(args[1]) > MAX_SEQUENCE:
-                    raise ResourceLimitError("replace() result too large")
+                self._refuse_sequence(len(receiver) + hits * len(args[1]), receiver, "a replace() result",
+                                      node)
             if name == "join":
                 items = args[0] if args else None
                 if not isinstance(items, (list, tuple, set)) or not all(isinstance(i, str) for i in items):
                     raise ExpressionError("join() takes a list of strings")
-                if sum(len(i) for i in items) + len(receiver) * len(items) > MAX_SEQUENCE:
-                    raise ResourceLimitError("join() result too large")
+                self._refuse_sequence(sum(len(i) for i in items) + len(receiver) * len(items), receiver,
+                                      "a join() result", node or ast.Constant(None))
         if name == "strftime" and (len(args) != 1 or not isinstance(args[0], str) or len(args[0]) > 100):
             raise ExpressionError("strftime() takes one short format string")
         return getattr(receiver, name)(*args, **kwargs)
@@ -440,6 +509,15 @@ _BUILTINS: dict[str, Callable[..., Any]] = {
     "bool": bool, "any": any, "all": all, "set": set, "list": list, "tuple": tuple, "date": date,
     "time": time, "datetime": datetime, "timedelta": timedelta,
 }
+
+
+#: Methods whose result holds objects created by the call itself (charged element by element).
+_NEW_ELEMENTS = frozenset({"split", "rsplit", "splitlines", "items"})
+
+
+def _where(node: ast.AST | None) -> str:
+    """The expression node an error is about, as :func:`describe_node` prints it ('' when unknown)."""
+    return describe_node(node, None) if node is not None and hasattr(node, "lineno") else ""
 
 
 def _from_timestamp(value: float) -> datetime:

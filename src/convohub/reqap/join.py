@@ -11,6 +11,11 @@ condition is still evaluated on every candidate, so each strategy returns exactl
   condition (``i2.A <= x and i2.B >= y``) scans only while the running max of ``B`` can still qualify;
 * ``nested``: anything else, bounded by :data:`MAX_NESTED_PAIRS`.
 
+Every strategy stops as soon as more than ``max_output`` pairs (:data:`MAX_JOIN_OUTPUT` by default) have
+matched, checked after each l1 item (or each run of equal keys), so a self-JOIN on a key that most events
+share (5,793 songs: 33 million pairs) fails in a moment instead of growing towards tens of GB. The merged
+events are charged to the question's memory budget (``charge``) before they are built.
+
 Items whose key is None or not orderable with the rest fall back to the nested loop for that item.
 """
 
@@ -18,16 +23,19 @@ from __future__ import annotations
 
 import ast
 import bisect
+import sys
 from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
-from convohub.reqap.errors import ExecutionError, ExpressionError
+from convohub.reqap.errors import ExecutionError, ExpressionError, MemoryBudgetExceeded
 from convohub.reqap.expr import Function
 
-__all__ = ["Atom", "analyse_condition", "join"]
+__all__ = ["MAX_JOIN_OUTPUT", "Atom", "analyse_condition", "join"]
 
 MAX_NESTED_PAIRS = 25_000_000
+#: Merged events one JOIN may return; PerQA's gold JOINs return a few hundred at most.
+MAX_JOIN_OUTPUT = 100_000
 _FLIP = {ast.Lt: ast.Gt, ast.Gt: ast.Lt, ast.LtE: ast.GtE, ast.GtE: ast.LtE, ast.Eq: ast.Eq}
 
 
@@ -93,23 +101,56 @@ def _orderable(values: list[Any]) -> bool:
 
 def join(l1: list[dict[str, Any]], l2: list[dict[str, Any]], fn: Function,
          test: Callable[[dict[str, Any], dict[str, Any]], bool], strategy: str = "auto",
-         tick: Callable[[], None] = lambda: None) -> tuple[list[dict[str, Any]], str]:
+         tick: Callable[[], None] = lambda: None, *, max_output: int = MAX_JOIN_OUTPUT,
+         charge: Callable[[int, str], None] | None = None) -> tuple[list[dict[str, Any]], str]:
     """Merged pairs ``{**e1, **e2}`` satisfying ``test`` and the strategy used.
 
     ``test(e1, e2)`` evaluates the whole condition (False when it raises). ``strategy``: auto, equi,
-    sweep or nested (a forced strategy that does not fit the condition falls back to nested).
+    sweep or nested (a forced strategy that does not fit the condition falls back to nested). More than
+    ``max_output`` matching pairs raise :class:`MemoryBudgetExceeded` (budget ``max_join_output``);
+    ``charge(nbytes, what)`` is called with the estimated size of the merged events before they are built.
     """
     atoms = analyse_condition(fn)
     eq = [a for a in atoms if a.op is ast.Eq]
     ineq = [a for a in atoms if a.op is not ast.Eq]
     if strategy in ("auto", "equi") and eq:
-        pairs, used = _equi(l1, l2, eq, test, tick), "equi"
+        used = "equi"
     elif strategy in ("auto", "sweep") and ineq:
-        pairs, used = _sweep(l1, l2, ineq, test, tick), "sweep"
+        used = "sweep"
     else:
-        pairs, used = _nested(l1, l2, test, tick), "nested"
+        used = "nested"
+    check = _OutputCheck(max_output, used, len(l1), len(l2))
+    if used == "equi":
+        pairs = _equi(l1, l2, eq, test, tick, check)
+    elif used == "sweep":
+        pairs = _sweep(l1, l2, ineq, test, tick, check)
+    else:
+        pairs = _nested(l1, l2, test, tick, check=check)
+    check(pairs)
     pairs.sort()
+    if charge is not None and pairs:
+        i, j = pairs[0]  # merged events of one join have about the same keys: one measures them all
+        charge(len(pairs) * (sys.getsizeof({**l1[i], **l2[j]}) + 8), f"{len(pairs):,} merged JOIN events")
     return [{**l1[i], **l2[j]} for i, j in pairs], used
+
+
+@dataclass(frozen=True)
+class _OutputCheck:
+    """Raises once a strategy has collected more than ``limit`` pairs (called after each l1 item or run)."""
+
+    limit: int
+    strategy: str
+    n1: int
+    n2: int
+
+    def __call__(self, out: list[Any]) -> None:
+        if len(out) > self.limit:
+            raise MemoryBudgetExceeded(
+                f"a JOIN ({self.strategy} strategy) of {self.n1:,} x {self.n2:,} events producing at least "
+                f"{len(out):,} merged events", budget="max_join_output", limit=self.limit, requested=len(out),
+                unit="merged events",
+                hint="the condition matches too many pairs (e.g. a key most events share): FILTER l1/l2 first, "
+                     "add a more selective condition, or raise Executor(max_join_output=...)")
 
 
 def _check_size(n1: int, n2: int) -> None:
@@ -118,13 +159,15 @@ def _check_size(n1: int, n2: int) -> None:
 
 
 def _nested(l1: list[Any], l2: list[Any], test: Callable[[Any, Any], bool], tick: Callable[[], None],
-            rows: range | list[int] | None = None) -> list[tuple[int, int]]:
+            rows: range | list[int] | None = None, check: Callable[[list[Any]], None] = lambda out: None,
+            out: list[tuple[int, int]] | None = None) -> list[tuple[int, int]]:
     rows = rows if rows is not None else range(len(l1))
     _check_size(len(rows), len(l2))
-    out = []
+    out = [] if out is None else out
     for i in rows:
         tick()
         out.extend((i, j) for j, e2 in enumerate(l2) if test(l1[i], e2))
+        check(out)
     return out
 
 
@@ -134,7 +177,7 @@ def _key(event: dict[str, Any], keys: list[str]) -> tuple[Any, ...]:
 
 
 def _equi(l1: list[Any], l2: list[Any], atoms: list[Atom], test: Callable[[Any, Any], bool],
-          tick: Callable[[], None]) -> list[tuple[int, int]]:
+          tick: Callable[[], None], check: Callable[[list[Any]], None]) -> list[tuple[int, int]]:
     k1, k2 = [a.key1 for a in atoms], [a.key2 for a in atoms]
 
     def hashed(items: list[Any], keys: list[str]) -> tuple[list[tuple[int, int]], list[int]]:
@@ -165,14 +208,21 @@ def _equi(l1: list[Any], l2: list[Any], atoms: list[Atom], test: Callable[[Any, 
                 i_end += 1
             while j_end < len(right) and right[j_end][0] == h:
                 j_end += 1
-            out.extend((a, b) for _, a in left[i:i_end] for _, b in right[j:j_end] if test(l1[a], l2[b]))
+            run = right[j:j_end]
+            for _, a in left[i:i_end]:  # row by row, so a run of one shared key is stopped early
+                tick()
+                out.extend((a, b) for _, b in run if test(l1[a], l2[b]))
+                check(out)
             i, j = i_end, j_end
     if bad1:  # unhashable keys (lists): compare against everything
-        out.extend(_nested(l1, l2, test, tick, rows=bad1))
+        _nested(l1, l2, test, tick, rows=bad1, check=check, out=out)
     if bad2:
         done = set(bad1)
         _check_size(len(bad2), len(l1))
-        out.extend((a, b) for b in bad2 for a in range(len(l1)) if a not in done and test(l1[a], l2[b]))
+        for b in bad2:
+            tick()
+            out.extend((a, b) for a in range(len(l1)) if a not in done and test(l1[a], l2[b]))
+            check(out)
     return out
 
 
@@ -188,7 +238,7 @@ def _bounds(atoms: list[Atom]) -> tuple[dict[str, list[Atom]], dict[str, list[At
 
 
 def _sweep(l1: list[Any], l2: list[Any], atoms: list[Atom], test: Callable[[Any, Any], bool],
-           tick: Callable[[], None]) -> list[tuple[int, int]]:
+           tick: Callable[[], None], check: Callable[[list[Any]], None]) -> list[tuple[int, int]]:
     """Range scans over l2 sorted by one bounded key (see the module docstring)."""
     lower, upper = _bounds(atoms)
     # prefer a key bounded on both sides, then an interval pair (upper on A, lower on B), then one bound
@@ -208,7 +258,7 @@ def _sweep(l1: list[Any], l2: list[Any], atoms: list[Atom], test: Callable[[Any,
     keyed = [(e.get(sort_key) if isinstance(e, dict) else None, j) for j, e in enumerate(l2)]
     usable = [(v, j) for v, j in keyed if v is not None]
     if not _orderable([v for v, _ in usable]):
-        return _nested(l1, l2, test, tick)
+        return _nested(l1, l2, test, tick, check=check)
     usable.sort(key=lambda p: (p[0], p[1]))
     values = [v for v, _ in usable]
     extra_vals: list[Any] = []
@@ -247,8 +297,9 @@ def _sweep(l1: list[Any], l2: list[Any], atoms: list[Atom], test: Callable[[Any,
             fallback.append(i)  # not comparable with the sorted keys: check against everything
             continue
         out.extend((i, j) for j in cands if test(e1, l2[j]))
+        check(out)
     if fallback:
-        out.extend(_nested(l1, l2, test, tick, rows=fallback))
+        _nested(l1, l2, test, tick, rows=fallback, check=check, out=out)
     return out
 
 

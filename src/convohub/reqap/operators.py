@@ -7,6 +7,7 @@ shares them), so every operator that adds keys works on copies.
 
 from __future__ import annotations
 
+import sys
 from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
@@ -16,7 +17,7 @@ from convohub.reqap.events import EventStore, deduplicate
 from convohub.reqap.expr import Function
 from convohub.reqap.extraction import Extractor, convert
 from convohub.reqap.interpreter import Evaluator, Group
-from convohub.reqap.join import join, safe_test
+from convohub.reqap.join import MAX_JOIN_OUTPUT, join, safe_test
 from convohub.reqap.retrieval import Retriever
 
 __all__ = ["IMPLEMENTATIONS", "OperatorContext"]
@@ -33,6 +34,7 @@ class OperatorContext:
     dedup: bool = True
     join_strategy: str = "auto"
     last_join_strategy: str | None = None
+    max_join_output: int = MAX_JOIN_OUTPUT
 
 
 def _items(value: Any, op: str) -> list[Any]:
@@ -108,7 +110,8 @@ def join_(ctx: OperatorContext, l1: list[Any], l2: list[Any], condition: Functio
     if not all(isinstance(e, dict) for e in a + b):
         raise ExecutionError("JOIN needs two lists of events")
     test = safe_test(lambda x, y: ctx.evaluator.call(condition, x, y))
-    out, used = join(a, b, condition, test, ctx.join_strategy, tick=ctx.evaluator.check_deadline)
+    out, used = join(a, b, condition, test, ctx.join_strategy, tick=ctx.evaluator.check_deadline,
+                     max_output=ctx.max_join_output, charge=ctx.evaluator.charge)
     ctx.last_join_strategy = used
     return out
 
@@ -180,6 +183,8 @@ def unnest(ctx: OperatorContext, l: list[Any], nested_attr_name: str,  # noqa: E
         elements = convert(value, "list") if isinstance(value, str) and value.strip().startswith("[") else value
         if not isinstance(elements, (list, tuple, set)):
             elements = [elements]
+        if len(elements) > 1:  # one copy of the event per element: charged before they are made
+            ctx.evaluator.charge(len(elements) * (sys.getsizeof(e) + 8), f"UNNEST of {len(elements):,} elements")
         out.extend({**e, target: v} for v in elements)
     return out
 
