@@ -30,7 +30,13 @@ from collections.abc import Callable, Iterable
 from datetime import date, datetime, time, timedelta
 from typing import Any
 
-from convohub.reqap.errors import BudgetExceeded, ExpressionError, MemoryBudgetExceeded, ResourceLimitError, describe_node
+from convohub.reqap.errors import (
+    BudgetExceeded,
+    ExpressionError,
+    MemoryBudgetExceeded,
+    ResourceLimitError,
+    describe_node,
+)
 from convohub.reqap.expr import Function, SubtreeSlot
 
 __all__ = ["Evaluator", "Group"]
