@@ -7,7 +7,14 @@
   (drawn as a tree) and the per-operator trace; ``--json`` for machine-readable output. Exit 0 when an
   answer came back, 1 when the question failed, 2 for a usage error.
 * ``evaluate``: Hit@1 / Rlx-Hit@1 of a system on a split, per category, with failures and error
-  attribution; writes results.json and predictions.jsonl under ``--out``. Exit 0, or 2 for a usage error.
+  attribution; writes results.json and predictions.jsonl under ``--out``. Exit 0, or 2 for a usage error;
+  failed questions (a memory bomb included) are recorded as failed runs, and with ``--fail-on-error`` the
+  exit status is 1 when any question failed.
+
+``execute`` and ``evaluate`` run each tree/question in a worker process (:mod:`convohub.reqap.worker`)
+with an OS address-space limit (``--worker-memory`` MiB over the worker's own baseline) and a hard time
+limit (``--worker-timeout``), so a tree that escapes the engine's own budgets ends that question only;
+``--in-process`` turns this off (debugging, profiling).
 
 LLM steps (ICL QUD, RAG, CodeGen) use ``--llm SPEC`` (``endpoint:http://host:8000/v1#model``, a URL or
 ``local:/path``; see :func:`convohub.llm.make_backend`), else ``CONVOHUB_LLM_BASE_URL`` /
@@ -46,11 +53,37 @@ def add_cli(subparsers: Any) -> argparse.ArgumentParser:
     ex.add_argument("--time-budget", type=float, default=600.0, help="seconds per tree (default: %(default)s)")
     ex.add_argument("--no-dedup", action="store_true", help="keep events with overlapping time spans apart")
     ex.add_argument("--compact", action="store_true", help="one-line JSON")
+    _add_worker(ex)
     ex.set_defaults(handler=run_execute)
     _add_ask(sub)
     _add_evaluate(sub)
     reqap.set_defaults(handler=lambda args: (reqap.print_help(), 2)[1])
     return reqap
+
+
+def _add_worker(p: argparse.ArgumentParser) -> None:
+    from convohub.reqap.worker import DEFAULT_MEMORY_MB
+
+    g = p.add_argument_group("worker limits", "each tree/question runs in a child process under these OS limits; "
+                             "a question that exceeds one fails alone and the run goes on")
+    g.add_argument("--worker-memory", type=int, default=DEFAULT_MEMORY_MB, metavar="MIB",
+                   help="address space (RLIMIT_AS) a question may add to what its worker already holds after "
+                        "loading the system and the persona; 0: no OS limit (default: %(default)s)")
+    g.add_argument("--worker-timeout", type=float, default=None, metavar="SECONDS",
+                   help="hard wall-clock limit per question, after which the worker is killed (default: "
+                        "--time-budget plus 30 s, plus 360 s for reqap evaluate's error attribution)")
+    g.add_argument("--in-process", action="store_true",
+                   help="run in this process without worker or OS limits (debugging, profiling)")
+
+
+def _limits(args: argparse.Namespace, extra_s: float = 0.0) -> Any:
+    """The :class:`WorkerLimits` asked for on the command line, or None with --in-process."""
+    if args.in_process:
+        return None
+    from convohub.reqap.worker import WorkerLimits
+
+    timeout = args.worker_timeout if args.worker_timeout is not None else args.time_budget + 30.0 + extra_s
+    return WorkerLimits(memory_mb=args.worker_memory, timeout_s=timeout)
 
 
 def run_execute(args: argparse.Namespace) -> int:
@@ -63,19 +96,31 @@ def run_execute(args: argparse.Namespace) -> int:
     except TreeSyntaxError as err:
         print(f"error: rejected tree: {err}".replace("\n", " "), file=sys.stderr)
         return 2
-    from convohub.reqap.events import EventStore
-    from convohub.reqap.executor import Executor
-    from convohub.reqap.retrieval import make_retriever
+    from functools import partial
 
+    from convohub.reqap.worker import execute_setup, execute_tree_task
+
+    setup = partial(execute_setup, args.dataset, args.persona, args.retriever, args.reference_date,
+                    args.time_budget, not args.no_dedup)
+    limits = _limits(args)
     try:
-        store = EventStore.from_dataset_folder(args.dataset, args.persona)
+        if limits is None:
+            result = execute_tree_task(setup(), args.tree)
+        else:
+            from convohub.reqap.errors import WorkerLimitError
+            from convohub.reqap.worker import Worker
+
+            with Worker(setup, limits) as worker:
+                try:
+                    result = worker.run(execute_tree_task, args.tree)
+                except WorkerLimitError as err:
+                    result = {"answer": None, "trace": [], "error": f"WorkerLimitError: {err}", "seconds": None}
     except (FileNotFoundError, KeyError) as err:
         print(f"error: {err}", file=sys.stderr)
         return 1
-    result = Executor(store, make_retriever(args.retriever), reference_date=args.reference_date,
-                      time_budget=args.time_budget, dedup=not args.no_dedup).execute(tree)
-    print(json.dumps(result.to_dict(), ensure_ascii=False, indent=None if args.compact else 2))
-    return 0 if result.ok else 1
+    del tree  # parsed above only to reject a bad tree before any data is read
+    print(json.dumps(result, ensure_ascii=False, indent=None if args.compact else 2))
+    return 0 if result["error"] is None else 1
 
 
 _SYSTEM_HELP = ("reqap: QUD -> operator tree -> engine; rag: retrieve + rank, top-N events as JSON to the LLM; "
@@ -129,52 +174,26 @@ def _add_evaluate(sub: Any) -> None:
     p.add_argument("--limit", type=int, help="at most N questions")
     p.add_argument("--out", type=Path, help="folder for results.json and predictions.jsonl")
     p.add_argument("--no-attribution", action="store_true", help="skip error attribution (faster)")
+    p.add_argument("--fail-on-error", action="store_true",
+                   help="exit with status 1 when any question failed (a failed run is always recorded in "
+                        "results.json under failures)")
+    _add_worker(p)
     p.set_defaults(handler=run_evaluate)
 
 
-def _backend(args: argparse.Namespace) -> Any:
-    needs = args.system in ("rag", "codegen") or args.decomposer == "icl"
-    if not needs:
-        return None
-    from convohub.llm import backend_from_env, make_backend
-
-    if args.llm:
-        return make_backend(args.llm, model=args.llm_model,
-                            cache_dir=args.llm_cache)
-    return backend_from_env(**({"cache_dir": args.llm_cache} if args.llm_cache else {}))
+def _system_options(args: argparse.Namespace) -> dict[str, Any]:
+    """The keyword arguments of :func:`convohub.reqap.components.build_system` from the parsed flags."""
+    return {"system": args.system, "dataset": args.dataset, "decomposer": args.decomposer,
+            "retriever": args.retriever, "extractor": args.extractor, "llm": args.llm, "llm_model": args.llm_model,
+            "llm_cache": args.llm_cache, "top_n": args.top_n, "icl_split": args.icl_split,
+            "time_budget": args.time_budget}
 
 
-def _build(args: argparse.Namespace, persona_hook: bool) -> tuple[Any, Any]:
+def _build(args: argparse.Namespace) -> tuple[Any, Any]:
     """(system, on_persona callback) from the parsed flags; raises ValueError/FileNotFoundError on bad specs."""
-    from convohub.reqap.components import PersonaOracleRetriever, make_system
+    from convohub.reqap.components import build_system
 
-    if args.system == "reqap":
-        missing = [f"--{name}" for name in ("decomposer", "extractor") if getattr(args, name) is None]
-        if missing:
-            raise ValueError(f"--system reqap needs {' and '.join(missing)} named (stand-ins are never picked "
-                             "for you): e.g. --decomposer sft:MODEL_DIR --extractor model:MODEL_DIR, or the "
-                             "stand-ins --decomposer gold (ORACLE) --extractor lookup")
-    examples: list[Any] = []
-    if args.system == "codegen":
-        from convohub.reqap.baselines import icl_pool_from_dataset
-
-        examples = icl_pool_from_dataset(args.dataset, args.icl_split)
-    system = make_system(args.system, decomposer=args.decomposer, retriever=args.retriever,
-                         extractor=args.extractor, backend=_backend(args), budget_s=args.time_budget,
-                         top_n=args.top_n, icl_examples=examples)
-
-    def on_persona(pid: str, questions: list[dict[str, Any]]) -> None:
-        decomposer = getattr(system, "decomposer", None)
-        if hasattr(decomposer, "add"):
-            for q in questions:
-                decomposer.add(q)
-        retriever = getattr(system, "retriever", None)
-        if isinstance(retriever, PersonaOracleRetriever):
-            from convohub.reqap.evaluation import load_persona
-
-            retriever.use(load_persona(args.dataset, pid)[2])
-
-    return system, on_persona
+    return build_system(**_system_options(args))
 
 
 def render_tree(tree: str | None) -> str:
@@ -192,7 +211,7 @@ def run_ask(args: argparse.Namespace) -> int:
     from convohub.reqap.evaluation import load_persona
 
     try:
-        system, on_persona = _build(args, True)
+        system, on_persona = _build(args)
         store, questions, _ = load_persona(args.dataset, args.persona, canonical=False)
     except (ValueError, FileNotFoundError, KeyError) as err:
         print(f"error: {err}", file=sys.stderr)
@@ -220,19 +239,30 @@ def run_ask(args: argparse.Namespace) -> int:
 
 def run_evaluate(args: argparse.Namespace) -> int:
     """Handler of ``reqap evaluate``."""
+    from functools import partial
+
+    from convohub.reqap.components import build_system
     from convohub.reqap.evaluation import evaluate, format_results
 
+    attribution = not args.no_attribution and args.system == "reqap"
+    limits = _limits(args, extra_s=360.0 if attribution else 0.0)
+    describe = {"system": args.system, "decomposer": args.decomposer, "retriever": args.retriever,
+                "extractor": args.extractor, "llm": None}
     try:
-        system, on_persona = _build(args, True)
-        describe = {"system": args.system, "decomposer": args.decomposer, "retriever": args.retriever,
-                    "extractor": args.extractor, "llm": getattr(getattr(system, "backend", None), "name", None)}
-        results = evaluate(args.dataset, args.split, args.system, system, limit=args.limit, persona=args.persona,
-                           out_dir=args.out, attribution=not args.no_attribution, describe=describe,
-                           on_persona=on_persona)
+        if limits is None:
+            system, on_persona = _build(args)
+            describe["llm"] = getattr(getattr(system, "backend", None), "name", None)
+            results = evaluate(args.dataset, args.split, args.system, system, limit=args.limit,
+                               persona=args.persona, out_dir=args.out, attribution=not args.no_attribution,
+                               describe=describe, on_persona=on_persona)
+        else:
+            results = evaluate(args.dataset, args.split, args.system, None, limit=args.limit, persona=args.persona,
+                               out_dir=args.out, attribution=not args.no_attribution, describe=describe,
+                               build=partial(build_system, **_system_options(args)), isolation=limits)
     except (ValueError, FileNotFoundError, KeyError) as err:
         print(f"error: {err}", file=sys.stderr)
         return 2
     print(format_results(results))
     if args.out:
         print(f"\nwrote {args.out / 'results.json'} and {args.out / 'predictions.jsonl'}")
-    return 0
+    return 1 if args.fail_on_error and results["counts"]["failed_runs"] else 0

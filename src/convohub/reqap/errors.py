@@ -74,7 +74,8 @@ class MemoryBudgetExceeded(ResourceLimitError):
         super().__init__(self._message())
 
     def _message(self) -> str:
-        text = f"{self.what} needs {self.requested:,} {self.unit}, over the {self.budget} budget of {self.limit:,}"
+        text = (f"{self.what}: {self.requested:,} {self.unit}, over the {self.budget} budget of "
+                f"{self.limit:,} {self.unit}")
         if self.operator:
             text += f" in {self.operator}"
         if self.where:

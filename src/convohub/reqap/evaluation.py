@@ -18,6 +18,13 @@ lookup extractor as the reference components:
 * ``extract`` -- otherwise (tree and retrieval are fine, so the system's extractor loses the answer).
 
 Questions without a gold tree, or that the system answered correctly, are counted apart.
+
+Isolation: with ``isolation`` (a :class:`~convohub.reqap.worker.WorkerLimits`) and ``build`` (a picklable
+callable returning ``(answerer, on_persona)``, e.g. a ``functools.partial`` of
+:func:`convohub.reqap.components.build_system`), every question -- its answer and its error attribution,
+which runs the predicted tree again -- is handled in a worker process under an OS memory limit and a hard
+time limit. A question that blows either ends as a failed run (``WorkerLimitError``) and the evaluation
+goes on with the next one in a fresh worker.
 """
 
 from __future__ import annotations
@@ -27,11 +34,14 @@ from collections import Counter
 from collections.abc import Callable, Sequence
 from datetime import date
 from pathlib import Path
-from typing import Any, Protocol
+from typing import TYPE_CHECKING, Any, Protocol
 
 from convohub.metrics.hit_at_1 import hit_at_1, is_hit
 from convohub.reqap.events import EventStore
 from convohub.reqap.executor import REFERENCE_DATE
+
+if TYPE_CHECKING:  # the worker module is imported only when isolation is asked for
+    from convohub.reqap.worker import WorkerLimits
 
 __all__ = ["ATTRIBUTION_LABELS", "SYSTEMS", "attribute_error", "evaluate", "format_results", "load_persona",
            "persona_ids"]
@@ -113,64 +123,142 @@ def _scores(preds: Sequence[str | None], refs: Sequence[Sequence[str]]) -> dict[
             "rlx_hit@1_20": hit_at_1(preds, refs, relax=0.2)["rlx_hit@1"], "n": len(preds)}
 
 
-def evaluate(dataset_dir: str | Path, split: str, system: str, answerer: Answerer, *,
+def _record(system: str, answerer: Answerer, store: EventStore, index: Any, q: dict[str, Any], pid: str,
+            attribution: bool) -> dict[str, Any]:
+    """One question answered and scored: the line of predictions.jsonl (see :func:`evaluate`)."""
+    ref_date = date.fromisoformat(q["reference_date"]) if q.get("reference_date") else REFERENCE_DATE
+    res = answerer.answer(q["question"], store, ref_date)
+    failed = res.error is not None
+    pred = _encode(res.answer, failed)
+    refs = [json.dumps(g, ensure_ascii=False) for g in q["answers"]]
+    hit = is_hit(pred, refs)
+    rec = {"id": q["id"], "persona_id": pid, "question": q["question"], "template_id": q.get("template_id"),
+           "categories": list(q.get("categories") or []), "gold": q["answers"], "answer": res.answer,
+           "prediction": pred, "hit": hit, "rlx_hit": is_hit(pred, refs, relax=0.1), "error": res.error,
+           "seconds": round(getattr(res, "seconds", 0.0), 4)}
+    if system == "reqap":
+        rec["tree"] = getattr(res, "tree", None)
+        rec["trees_tried"] = len(getattr(res, "tried", []))
+        if attribution and not hit:
+            rec["attribution"] = attribute_error(q, rec["tree"], store, index, answerer.retriever,  # type: ignore[attr-defined]
+                                                 ref_date)
+    else:
+        rec["sql"] = getattr(res, "sql", None)
+        rec["output"] = getattr(res, "output", "")
+    return rec
+
+
+def _failed_record(system: str, q: dict[str, Any], pid: str, error: str) -> dict[str, Any]:
+    """The record of a question whose worker was stopped (memory or time limit): a failed run, no answer."""
+    rec = {"id": q["id"], "persona_id": pid, "question": q["question"], "template_id": q.get("template_id"),
+           "categories": list(q.get("categories") or []), "gold": q["answers"], "answer": None,
+           "prediction": None, "hit": False, "rlx_hit": False, "error": error, "seconds": None}
+    if system == "reqap":
+        rec.update(tree=None, trees_tried=None, attribution=None)
+    return rec
+
+
+def _worker_setup(build: Callable[[], tuple[Answerer, Callable[[str, list[dict[str, Any]]], None]]],
+                  dataset_dir: Path, canonical: bool) -> dict[str, Any]:
+    """Worker state for isolated evaluation: the system, built once, and the current persona."""
+    answerer, on_persona = build()
+    return {"answerer": answerer, "on_persona": on_persona, "dataset": dataset_dir, "canonical": canonical,
+            "pid": None, "store": None, "index": None}
+
+
+def _worker_question(state: dict[str, Any], system: str, pid: str, q: dict[str, Any],
+                     attribution: bool) -> dict[str, Any]:
+    """Task: load the persona when it changes, then :func:`_record` for one question (in the worker)."""
+    if state["pid"] != pid:
+        state["store"] = state["index"] = None  # drop the previous persona before loading the next
+        store, questions, index = load_persona(state["dataset"], pid, canonical=state["canonical"])
+        state["on_persona"](pid, questions)
+        state.update(pid=pid, store=store, index=index)
+    return _record(system, state["answerer"], state["store"], state["index"], q, pid, attribution)
+
+
+def _worker_llm_name(state: dict[str, Any]) -> str | None:
+    """Task: the name of the system's LLM backend (for ``components`` in results.json)."""
+    return getattr(getattr(state["answerer"], "backend", None), "name", None)
+
+
+def _worker_stats(state: dict[str, Any]) -> dict[str, Any]:
+    """Task: the baseline's counters (RAG/CodeGen ``stats``), read before the worker closes."""
+    return dict(getattr(state["answerer"], "stats", None) or {})
+
+
+def evaluate(dataset_dir: str | Path, split: str, system: str, answerer: Answerer | None, *,
              limit: int | None = None, persona: str | None = None, out_dir: str | Path | None = None,
              attribution: bool = True, describe: dict[str, Any] | None = None,
-             on_persona: Callable[[str, list[dict[str, Any]]], None] | None = None) -> dict[str, Any]:
+             on_persona: Callable[[str, list[dict[str, Any]]], None] | None = None,
+             build: Callable[[], tuple[Answerer, Callable[[str, list[dict[str, Any]]], None]]] | None = None,
+             isolation: WorkerLimits | None = None) -> dict[str, Any]:
     """Answer every question of ``split`` (or of one ``persona``; at most ``limit``) and score them.
 
     Returns ``{"system", "split", "n", "hit@1", "rlx_hit@1", "rlx_hit@1_20", "per_category", "counts",
     "failures", "error_attribution", "components"}``; with ``out_dir`` also writes ``results.json`` and
     ``predictions.jsonl`` (one line per question: id, question, categories, gold, answer, hit, error,
     tree/sql, attribution). ``on_persona(persona_id, questions)`` lets a caller prepare per-persona state
-    (e.g. register the questions with the gold-tree oracle decomposer).
+    (e.g. register the questions with the gold-tree oracle decomposer). With ``isolation`` the questions
+    run in a worker that builds its own system with ``build`` (``answerer`` and ``on_persona`` are then
+    unused; see the module docstring).
     """
+    from contextlib import nullcontext
+
     from tqdm.auto import tqdm
 
     from convohub.perqa.templates import CATEGORIES
 
     if system not in SYSTEMS:
         raise ValueError(f"unknown system {system!r}; expected one of {SYSTEMS}")
+    if isolation is not None and build is None:
+        raise ValueError("isolation needs build, the callable that makes the system inside the worker")
+    if isolation is None and answerer is None:
+        raise ValueError("evaluate needs an answerer (or build with isolation)")
     pids = [persona] if persona else persona_ids(dataset_dir, split)
+    canonical = attribution and system == "reqap"
+    worker: Any = None
+    if isolation is not None:
+        from functools import partial
+
+        from convohub.reqap.errors import WorkerLimitError
+        from convohub.reqap.worker import Worker
+
+        worker = Worker(partial(_worker_setup, build, Path(dataset_dir), canonical), isolation)
     records: list[dict[str, Any]] = []
-    failures: Counter[str] = Counter()
-    attribution_counts: Counter[str] = Counter()
     remaining = limit
-    for pid in pids:
-        if remaining is not None and remaining <= 0:
-            break
-        store, questions, index = load_persona(dataset_dir, pid, canonical=attribution and system == "reqap")
-        questions = questions[:remaining] if remaining is not None else questions
-        if remaining is not None:
-            remaining -= len(questions)
-        if on_persona is not None:
-            on_persona(pid, questions)
-        for q in tqdm(questions, desc=f"{system} {pid}", leave=False):
-            ref_date = date.fromisoformat(q["reference_date"]) if q.get("reference_date") else REFERENCE_DATE
-            res = answerer.answer(q["question"], store, ref_date)
-            failed = res.error is not None
-            pred = _encode(res.answer, failed)
-            refs = [json.dumps(g, ensure_ascii=False) for g in q["answers"]]
-            hit = is_hit(pred, refs)
-            rec = {"id": q["id"], "persona_id": pid, "question": q["question"], "template_id": q.get("template_id"),
-                   "categories": list(q.get("categories") or []), "gold": q["answers"], "answer": res.answer,
-                   "prediction": pred, "hit": hit, "rlx_hit": is_hit(pred, refs, relax=0.1), "error": res.error,
-                   "seconds": round(getattr(res, "seconds", 0.0), 4)}
-            if failed:
-                failures[str(res.error).split(":", 1)[0]] += 1
-            if system == "reqap":
-                rec["tree"] = getattr(res, "tree", None)
-                rec["trees_tried"] = len(getattr(res, "tried", []))
-                if attribution and not hit:
-                    label = attribute_error(q, rec["tree"], store, index, answerer.retriever, ref_date)  # type: ignore[attr-defined]
-                    rec["attribution"] = label
-                    attribution_counts[label or "no_gold_tree"] += 1
+    with worker if worker is not None else nullcontext():
+        if worker is not None and describe is not None and describe.get("llm") is None:
+            describe = {**describe, "llm": worker.run(_worker_llm_name)}
+        for pid in pids:
+            if remaining is not None and remaining <= 0:
+                break
+            if worker is not None:  # the worker loads the events; here only the questions are needed
+                from convohub.perqa.dataset import questions_from_dataset
+
+                questions = questions_from_dataset(Path(dataset_dir), pid)
             else:
-                rec["sql"] = getattr(res, "sql", None)
-                rec["output"] = getattr(res, "output", "")
-            records.append(rec)
+                store, questions, index = load_persona(dataset_dir, pid, canonical=canonical)
+            questions = questions[:remaining] if remaining is not None else questions
+            if remaining is not None:
+                remaining -= len(questions)
+            if worker is None and on_persona is not None:
+                on_persona(pid, questions)
+            for q in tqdm(questions, desc=f"{system} {pid}", leave=False):
+                if worker is None:
+                    records.append(_record(system, answerer, store, index, q, pid, attribution))  # type: ignore[arg-type]
+                    continue
+                try:
+                    records.append(worker.run(_worker_question, system, pid, q, attribution))
+                except WorkerLimitError as err:
+                    records.append(_failed_record(system, q, pid, f"WorkerLimitError: {err}"))
+        stats = worker.run(_worker_stats) if worker is not None else getattr(answerer, "stats", None)
     if not records:
         raise ValueError(f"{dataset_dir}: no questions for split {split!r}" + (f", persona {persona}" if persona else ""))
+    failures = Counter(str(r["error"]).split(":", 1)[0] for r in records if r["error"] is not None)
+    attribution_counts = Counter((r.get("attribution") or "no_gold_tree") for r in records
+                                 if system == "reqap" and attribution and not r["hit"]
+                                 and not str(r["error"] or "").startswith("WorkerLimitError"))
     preds = [r["prediction"] for r in records]
     refs = [[json.dumps(g, ensure_ascii=False) for g in r["gold"]] for r in records]
     overall = _scores(preds, refs)
@@ -191,7 +279,8 @@ def evaluate(dataset_dir: str | Path, split: str, system: str, answerer: Answere
                                if blamed else {}} if system == "reqap" and attribution else None),
         "components": describe or {},
     }
-    stats = getattr(answerer, "stats", None)
+    if isolation is not None:
+        results["isolation"] = {"worker_memory_mb": isolation.memory_mb, "worker_timeout_s": isolation.timeout_s}
     if stats:
         results["baseline_stats"] = dict(stats)
     if out_dir is not None:

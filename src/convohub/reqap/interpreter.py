@@ -166,7 +166,7 @@ class Evaluator:
         """
         self.allocated += nbytes
         if self.allocated > self.max_alloc:
-            raise MemoryBudgetExceeded(f"{what} (the question's values so far, allocated)", budget="max_alloc",
+            raise MemoryBudgetExceeded(f"values allocated by this question (last: {what})", budget="max_alloc",
                                        limit=self.max_alloc, requested=self.allocated, where=where,
                                        hint=_ALLOC_HINT)
 
@@ -188,7 +188,7 @@ class Evaluator:
                                        requested=len(value), unit="elements", where=_where(node), hint=_SIZE_HINT)
         self.allocated += _sizeof(value)
         if self.allocated > self.max_alloc:
-            self.charge(0, f"{t.__name__} of {_sizeof(value):,} bytes", _where(node))
+            self.charge(0, f"a {t.__name__} of {_sizeof(value):,} bytes", _where(node))
         return value
 
     def _alloc_deep(self, value: Any, node: ast.AST | None = None) -> Any:

@@ -146,9 +146,8 @@ class _OutputCheck:
     def __call__(self, out: list[Any]) -> None:
         if len(out) > self.limit:
             raise MemoryBudgetExceeded(
-                f"a JOIN ({self.strategy} strategy) of {self.n1:,} x {self.n2:,} events producing at least "
-                f"{len(out):,} merged events", budget="max_join_output", limit=self.limit, requested=len(out),
-                unit="merged events",
+                f"a JOIN ({self.strategy} strategy) of {self.n1:,} x {self.n2:,} events matched at least",
+                budget="max_join_output", limit=self.limit, requested=len(out), unit="merged events",
                 hint="the condition matches too many pairs (e.g. a key most events share): FILTER l1/l2 first, "
                      "add a more selective condition, or raise Executor(max_join_output=...)")
 
