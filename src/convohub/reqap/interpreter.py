@@ -145,7 +145,8 @@ class Evaluator:
         except RecursionError as err:
             raise ResourceLimitError("expression recursion too deep") from err
         except MemoryError as err:
-            raise ResourceLimitError("expression ran out of memory") from err
+            raise ResourceLimitError("the process ran out of memory (its OS memory limit) while evaluating an "
+                                     "expression; the tree builds too much data") from err
         except Exception as err:  # a wrong type, a missing key, a division by zero: the item's problem
             raise ExpressionError(f"{type(err).__name__}: {err}") from err
 
