@@ -239,6 +239,33 @@ def test_label_cli_with_rules_names_the_rules(tmp_path: Path, capsys: pytest.Cap
     assert out["labeller"] == "rules:lexicon-v2" and out["dsat"] and out["preference_summariser"].startswith("rules:")
 
 
+def test_label_cli_without_an_llm_uses_the_measured_offline_default(tmp_path: Path, monkeypatch: pytest.MonkeyPatch,
+                                                                    capsys: pytest.CaptureFixture[str]) -> None:
+    """No endpoint configured: the CLI measures the rules and the local model on the hand-labelled sets and
+    labels (and summarises) with whichever agreed better, and its output says which and how well. The local
+    model is replaced by one that answers "C" (neither) to everything, which agrees worse than the rules."""
+    from _replies import Replies
+
+    import convohub.llm
+    from convohub.cli import main
+    from convohub.wildfeedback import system
+
+    monkeypatch.delenv("CONVOHUB_LLM_BASE_URL", raising=False)
+    monkeypatch.setattr(system, "_label_cache", lambda: tmp_path / "agreement")
+    local = Replies(lambda _: "C", model="answers-c")
+    monkeypatch.setattr(convohub.llm, "make_backend", lambda spec, **_: local)
+    conv = tmp_path / "conv.json"
+    conv.write_text(json.dumps(CONV), encoding="utf-8")
+    assert main(["wildfeedback", "label", str(conv)]) == 0
+    out = json.loads(capsys.readouterr().out)
+    assert local.calls > 0  # the local model was measured
+    assert out["labeller"] == "rules:lexicon-v2" == out["labeller_choice"]["chosen"]
+    assert set(out["labeller_choice"]["agreement"]) == {"rules:lexicon-v2", "scripted:answers-c (split prompts; other fields rules:lexicon-v2)"}
+    assert out["preference_summariser"] == "rules:preference-templates-v1" == out["summariser_choice"]["chosen"]
+    assert out["summariser_choice"]["agreement"]["rules:preference-templates-v1"]["query_accuracy"] > 0.9
+    assert out["dsat"] and out["preferences"]
+
+
 @pytest.mark.slow
 def test_smollm2_labels_through_split_prompts() -> None:
     from convohub.llm import make_backend

@@ -9,6 +9,7 @@ summary or pair is guessed (SmolLM2 would need minutes of CPU per full 2,000-tok
 
 from __future__ import annotations
 
+import json
 from pathlib import Path
 
 import pytest
@@ -47,6 +48,24 @@ def test_smollm2_labels_through_the_server_with_split_prompts(served_smollm2: tu
     assert served_smollm2[1] in result.labeller and "split prompts" in result.labeller
     assert len(result.turns) == 2 and result.turns[0].dissatisfaction == ["N/A"]
     assert endpoint.stats["successes"] >= 1  # the reaction of T-2 (and its label when it has one)
+
+
+def test_label_cli_labels_through_the_configured_endpoint(served_smollm2: tuple[str, str], tmp_path: Path,
+                                                         monkeypatch: pytest.MonkeyPatch,
+                                                         capsys: pytest.CaptureFixture[str]) -> None:
+    """`convohub wildfeedback label` with CONVOHUB_LLM_* set labels through that endpoint and names its model;
+    nothing is measured offline then."""
+    from convohub.cli import main
+
+    url, model = served_smollm2
+    monkeypatch.setenv("CONVOHUB_LLM_BASE_URL", url)
+    monkeypatch.setenv("CONVOHUB_LLM_MODEL", model)
+    conv = tmp_path / "conv.json"
+    conv.write_text(json.dumps(CONV["turns"]), encoding="utf-8")
+    assert main(["wildfeedback", "label", str(conv)]) == 0
+    out = json.loads(capsys.readouterr().out)
+    assert model in out["labeller"] and "split prompts" in out["labeller"] and "labeller_choice" not in out
+    assert len(out["turns"]) == 2
 
 
 def test_garbage_labels_are_counted_failures(served: tuple[str, str], tmp_path: Path) -> None:
