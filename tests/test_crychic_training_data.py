@@ -45,8 +45,8 @@ def _prompt(request: ChatRequest) -> str:
 def good_sentence(request: ChatRequest) -> str:
     """A valid sentence for the cell a synthesis prompt describes, made unique by the request's seed."""
     text = _prompt(request)
-    mark = "?" if "question mark" in text else "."
-    lo = int(text.split("between ")[1].split(" and")[0])
+    mark = "?" if "a question ending" in text else "."
+    lo = int(text.rsplit("about ", 1)[1].split(" words")[0])
     filler = [f"w{zlib.crc32(f'{text}/{request.seed}'.encode())}", "alpha", "beta", "gamma", "delta", "epsilon", "zeta", "eta", "theta",
               "iota", "kappa", "lambda"]
     if "'" in text and "the word" in text:
@@ -54,7 +54,7 @@ def good_sentence(request: ChatRequest) -> str:
         body = [noun, *filler]
     else:
         body = ["redo", *filler]
-    return " ".join(body[: max(lo, 3)]).capitalize() + mark
+    return " ".join(body[:lo]).capitalize() + mark
 
 
 # ------------------------------------------------------------------------------------------------ IFQC
@@ -118,7 +118,7 @@ def test_synthesis_retries_rejected_answers_and_labels_by_template() -> None:
 
 def test_synthesis_deduplicates_and_gives_up_after_max_attempts() -> None:
     settings = ifqc.IFQCSettings(per_cell=1, domains=("cooking",), max_attempts=2)
-    backend = Scripted(lambda r: "Keep going with it." if "names no topic" in _prompt(r) else good_sentence(r))
+    backend = Scripted(lambda r: "Keep going with it." if "without saying" in _prompt(r) else good_sentence(r))
     rows, counts = ifqc.synthesise(backend, settings)
     implicit = [r for r in rows if r["template"] == "implicit"]
     assert [r["text"] for r in implicit] == ["Keep going with it."]  # the same answer is kept once
@@ -127,6 +127,13 @@ def test_synthesis_deduplicates_and_gives_up_after_max_attempts() -> None:
     assert counts["gave_up"] == n_implicit - 1
     assert counts["rejected"]["duplicate"] > 0 and counts["rejected"]["ending mark"] > 0
     assert backend.calls == counts["calls"] == counts["requested"] + (n_implicit - 1)
+
+
+def test_copies_of_the_worked_example_are_rejected() -> None:
+    settings = ifqc.IFQCSettings(per_cell=1, domains=("cooking",), max_attempts=1)
+    backend = Scripted(lambda r: r.messages[2]["content"])  # parrots the example answer it was shown
+    rows, counts = ifqc.synthesise(backend, settings)
+    assert rows == [] and counts["rejected"]["copy of the example"] > 0
 
 
 def test_ifqc_build_resumes_from_stage_file_and_response_cache(tmp_path: Path) -> None:

@@ -6,17 +6,20 @@ mark or period), the length band (3-5, 5-10, 10-20 words) and the domain vary. L
 ``implicit`` for the first, ``explicit`` for the other two (the IFQC only has to tell implicit follow-ups
 apart; a new topic is handled later by the judge).
 
-Why one short sentence per call, with the constraint spelled out in plain words: the offline model is
-SmolLM2-135M, which follows one simple instruction but not a list of them, and loses count of items when
-asked for several at once. Its answers are checked, not trusted (:func:`check_sentence`):
+Why one short sentence per call, with the constraint spelled out in plain words and one worked example
+(:data:`EXAMPLES`, rotated) before it: the offline model is SmolLM2-135M, which follows one simple
+instruction and imitates a shown answer, but not a list of constraints, and loses count when asked for
+several sentences at once. It cannot count words either, so the band is asked as "about N words". Its answers are checked, not trusted (:func:`check_sentence`):
 
-* exactly one sentence (spaCy's sentencizer, :mod:`convohub.crychic.sentences`);
+* one sentence: the first sentence of the answer's first line is kept (:func:`clean_answer`, spaCy's
+  sentencizer of :mod:`convohub.crychic.sentences`), and must be the whole of that sentence;
 * word count inside the band (inclusive; words are runs of letters and digits);
 * last character is the requested mark;
 * implicit: none of the words of :data:`DOMAINS`' lexicons (singular or plural) -- a simple lexicon check:
   it catches the nouns the prompts suggest and the common nouns of every domain, not every noun of English;
 * explicit and new topic: at least one word of the requested domain's lexicon;
-* not a duplicate of an accepted sentence (case, spacing and punctuation ignored).
+* not a duplicate of an accepted sentence, nor a copy of a worked example (case, spacing and punctuation
+  ignored).
 
 A rejected answer is asked again with another sampling seed, at most ``max_attempts`` times in all; every
 rejection is counted by reason, and cells that never produce a valid sentence are counted as given up.
@@ -66,8 +69,7 @@ IMPLICIT_ACTIONS = (
     "make it sound more formal", "turn it into a list", "explain why",
 )
 
-SYSTEM = ("You write one message that a person might type to a chatbot. "
-          "Reply with that message only: no quotes, no introduction, no explanation.")
+SYSTEM = "You write one message that a person types to a chatbot. Reply with the message only."
 
 
 @dataclass(frozen=True)
@@ -82,19 +84,40 @@ class Cell:
     action: str | None = None
 
     def prompt(self) -> str:
-        lo, hi = LENGTH_BANDS[self.band]
-        mark = "a question mark" if self.ending == "question" else "a period"
-        length = f"between {lo} and {hi} words long"
+        """The instruction for this cell, in plain words a 135M model can follow."""
+        size = {"3-5": "very short, about 4 words", "5-10": "short, about 7 words",
+                "10-20": "a bit longer, about 14 words"}[self.band]
+        form = "a question ending with ?" if self.ending == "question" else "a statement ending with a period"
         if self.template == "implicit":
-            return (f"Write a message, {length}, asking the chatbot to {self.action}. It refers to the "
-                    f"chatbot's last answer only with words like 'it', 'this' or 'that', and names no topic or "
-                    f"thing. End it with {mark}.")
+            return (f"Write a message asking the chatbot to {self.action}, without saying what 'it' is. "
+                    f"Make it {form}, {size}.")
         if self.template == "explicit":
-            return (f"A person is talking with a chatbot about {self.domain}. Write the person's next message, "
-                    f"{length}, asking more about the chatbot's last answer and using the word "
-                    f"'{self.noun}'. End it with {mark}.")
-        return (f"Write the first message of a new chat about {self.domain}, {length}, using the word "
-                f"'{self.noun}'. End it with {mark}.")
+            return (f"Write a follow-up message about the chatbot's answer on {self.domain} that uses the word "
+                    f"'{self.noun}'. Make it {form}, {size}.")
+        return (f"Write a first message starting a new chat about {self.domain} that uses the word "
+                f"'{self.noun}'. Make it {form}, {size}.")
+
+    def messages(self, example: int) -> list[dict[str, str]]:
+        """System prompt, one worked example of the same template (the ``example``-th, rotating), the ask."""
+        shot_cell, shot_answer = EXAMPLES[self.template][example % len(EXAMPLES[self.template])]
+        return [{"role": "system", "content": SYSTEM}, {"role": "user", "content": shot_cell.prompt()},
+                {"role": "assistant", "content": shot_answer}, {"role": "user", "content": self.prompt()}]
+
+
+#: one worked example per call (written for convohub), so the model sees the answer's form once
+EXAMPLES: dict[str, tuple[tuple[Cell, str], ...]] = {
+    "implicit": ((Cell("implicit", "question", "3-5", action="say it again"), "Can you repeat that?"),
+                 (Cell("implicit", "statement", "5-10", action="add more detail"), "Please add a little more "
+                  "detail to it."),
+                 (Cell("implicit", "statement", "3-5", action="keep going"), "Keep going with that.")),
+    "explicit": ((Cell("explicit", "question", "5-10", "gardening", "tomato"),
+                  "Should I water the tomato plants every day?"),
+                 (Cell("explicit", "statement", "10-20", "cars", "engine"),
+                  "Please explain again why the engine makes that noise when it is cold.")),
+    "new_topic": ((Cell("new_topic", "question", "5-10", "pets", "puppy"), "How often should I feed a new puppy?"),
+                  (Cell("new_topic", "statement", "5-10", "art", "painting"),
+                   "I want to start a painting class for adults.")),
+}
 
 
 def plan_cells(per_cell: int, domains: Sequence[str] | None = None) -> list[Cell]:
@@ -136,8 +159,9 @@ _QUOTES = "\"'“”‘’`"
 
 
 def clean_answer(text: str) -> str:
-    """The model's sentence: the first line with text (the line after a lead-in ending in ':'), without list
-    markers, a ``Message:``-style label or surrounding quotes."""
+    """The model's sentence: the first sentence of the first line with text (of the line after a lead-in
+    ending in ':'), without list markers, a ``Message:``-style label or surrounding quotes. Small models often
+    add a second sentence of commentary; keeping the first is what "one sentence" asks of them."""
     lines = [line.strip() for line in text.strip().splitlines() if line.strip()]
     if not lines:
         return ""
@@ -147,7 +171,11 @@ def clean_answer(text: str) -> str:
         line = line[1:-1].strip()
     elif line and line[0] in _QUOTES and line.count(line[0]) == 1:
         line = line[1:].strip()
-    return line
+    if not line:
+        return ""
+    from convohub.crychic.sentences import split_sentences
+
+    return split_sentences(line)[0]
 
 
 def _lexicon_hits(tokens: Sequence[str], nouns: Sequence[str]) -> list[str]:
@@ -208,8 +236,8 @@ def _request(cell: Cell, repeat: int, attempt: int, settings: IFQCSettings) -> C
     # retry or a repeated cell draws a new sentence and is a new cache entry. It does not vary by request:
     # the local backend batches only requests with equal sampling parameters, seed included.
     seed = int(digest([settings.seed, repeat, attempt])[:8], 16)
-    return ChatRequest.from_prompt(cell.prompt(), system=SYSTEM, max_new_tokens=settings.max_new_tokens,
-                                   temperature=settings.temperature, top_p=settings.top_p, seed=seed)
+    return ChatRequest(messages=cell.messages(repeat + attempt), max_new_tokens=settings.max_new_tokens,
+                       temperature=settings.temperature, top_p=settings.top_p, seed=seed, stop=("\n",))
 
 
 def synthesise(backend: ChatBackend, settings: IFQCSettings, *, chunk_size: int = 16,
@@ -228,6 +256,7 @@ def synthesise(backend: ChatBackend, settings: IFQCSettings, *, chunk_size: int 
     pending = list(range(len(cells)))
     accepted: dict[int, tuple[str, int]] = {}
     seen: set[str] = set()
+    shown = {dedup_key(answer) for shots in EXAMPLES.values() for _, answer in shots}
     rejected: Counter[str] = Counter()
     calls = 0
     started = time.perf_counter()
@@ -246,7 +275,9 @@ def synthesise(backend: ChatBackend, settings: IFQCSettings, *, chunk_size: int 
             else:
                 text = clean_answer(response.text)
                 reason = check_sentence(text, cells[i])
-                if reason is None and dedup_key(text) in seen:
+                if reason is None and dedup_key(text) in shown:
+                    reason = "copy of the example"
+                elif reason is None and dedup_key(text) in seen:
                     reason = "duplicate"
             if reason is not None:
                 rejected[reason] += 1
@@ -272,10 +303,10 @@ def synthesise(backend: ChatBackend, settings: IFQCSettings, *, chunk_size: int 
 
 
 def _prompt_digest() -> str:
-    """Changes when the wording of any prompt changes (so cached stages are not reused)."""
+    """Changes when the wording of any prompt or example changes (so cached stages are not reused)."""
     samples = [Cell("implicit", "question", "3-5", action="continue"), Cell("explicit", "statement", "5-10", "music",
                "song"), Cell("new_topic", "question", "10-20", "travel", "trip")]
-    return digest([SYSTEM, *(cell.prompt() for cell in samples)])
+    return digest([SYSTEM, *(cell.messages(0) for cell in samples), repr(EXAMPLES)])
 
 
 def build_ifqc_data(backend: ChatBackend, settings: IFQCSettings | None = None, *, work: Path | None = None,
