@@ -198,6 +198,7 @@ def test_rule_labeller(sentence: str, label: str, confidence: int) -> None:
     ("instruction", sd.Annotation(None, None)),
     ("It is a request. 5", sd.Annotation(None, None)),
     ("instruction 7", sd.Annotation(None, None)),
+    ("Instructions 5, instructions 5", sd.Annotation("instruction", 5)),
 ])
 def test_parse_annotation(answer: str, expected: sd.Annotation) -> None:
     assert sd.parse_annotation(answer) == expected
@@ -217,6 +218,7 @@ def _oracle(gold: Sequence[dict], wrong: bool = False) -> Scripted:
 
     def reply(request: ChatRequest) -> str:
         sentence = _prompt(request).split("Sentence: ")[1].split("\nKind")[0]
+        assert [m["role"] for m in request.messages] == ["system"] + ["user", "assistant"] * 3 + ["user"]
         label = truth.get(sentence) or sd.RuleLabeller().label_one(sentence).label
         if wrong:
             label = "polite"
@@ -315,3 +317,13 @@ def test_build_training_data_writes_the_folder_the_scripts_read(tmp_path: Path) 
     written = read_rows(tmp_path, "judge", "train") + read_rows(tmp_path, "judge", "heldout")
     assert sorted(map(json.dumps, rebuilt)) == sorted(map(json.dumps, written))
 
+
+
+def test_training_data_command_builds_the_named_tasks(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    from convohub.cli import main
+
+    assert main(["crychic", "training-data", "--out", str(tmp_path), "--task", "judge", "--n-users", "6",
+                 "--max-positives", "20"]) == 0
+    assert "judge: {'train'" in capsys.readouterr().out
+    assert set(read_record(tmp_path)) == {"judge"} and not (tmp_path / "ifqc").exists()
+    assert len(read_rows(tmp_path, "judge", "train") + read_rows(tmp_path, "judge", "heldout")) == 40

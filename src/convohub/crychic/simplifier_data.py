@@ -142,8 +142,16 @@ SYSTEM = (
     "information: facts or background about the person's situation, asking for nothing.\n"
     "instruction: a request, a command or a question for the chatbot to act on.\n"
     "Answer with the kind and how sure you are, from 0 (a guess) to 5 (certain), for example: instruction 5")
-_LABEL = re.compile(r"\b(polite|information|instruction)\b", re.IGNORECASE)
+#: worked examples shown before every sentence (written for convohub, not in the hand-labelled set): a 135M
+#: model answers in the shown form far more often than from the description alone
+SHOTS = (("Thanks for the quick reply!", "polite 5"), ("I run a small bakery in Leeds.", "information 5"),
+         ("Draft a menu for the weekend.", "instruction 5"))
+_LABEL = re.compile(r"\b(polite|information|instruction)s?\b", re.IGNORECASE)
 _SCORE = re.compile(r"(?<![\d.])([0-5])(?![\d.])")
+
+
+def _ask(sentence: str) -> str:
+    return f"Sentence: {sentence}\nKind and confidence:"
 
 
 def parse_annotation(text: str) -> Annotation:
@@ -173,7 +181,7 @@ class LLMLabeller:
         return self.backend.name
 
     def identity(self) -> dict[str, Any]:
-        return {**backend_identity(self.backend), "prompt": digest(SYSTEM), "max_attempts": self.max_attempts}
+        return {**backend_identity(self.backend), "prompt": digest([SYSTEM, SHOTS]), "max_attempts": self.max_attempts}
 
     def _request(self, sentence: str, attempt: int) -> ChatRequest:
         # greedy first; a retry samples, seeded by the attempt (one seed per attempt, so the local backend
@@ -181,7 +189,10 @@ class LLMLabeller:
         params: dict[str, Any] = {"max_new_tokens": self.max_new_tokens}
         if attempt:
             params |= {"temperature": 0.7, "seed": int(digest(["retry", attempt])[:8], 16)}
-        return ChatRequest.from_prompt(f"Sentence: {sentence}\nKind and confidence:", system=SYSTEM, **params)
+        messages = [{"role": "system", "content": SYSTEM}]
+        for shot, answer in SHOTS:
+            messages += [{"role": "user", "content": _ask(shot)}, {"role": "assistant", "content": answer}]
+        return ChatRequest(messages=[*messages, {"role": "user", "content": _ask(sentence)}], **params)
 
     def annotate(self, sentences: Sequence[str]) -> list[Annotation]:
         out = [Annotation(None, None)] * len(sentences)
