@@ -24,6 +24,15 @@ Models and reconstruction:
   baselines;
 * :mod:`~convohub.crychic.evaluate` and :mod:`~convohub.crychic.cli`: ``convohub crychic evaluate``.
 
+Training:
+
+* :mod:`~convohub.crychic.training_data` (``convohub crychic training-data``): the three models' training
+  data, from :mod:`~convohub.crychic.ifqc_data` (LLM-synthesised sentences),
+  :mod:`~convohub.crychic.simplifier_data` (sentence labels by the labeller that agrees best with
+  hand-labelled sentences) and :mod:`~convohub.crychic.judge_data` (pairs known by construction), resumable
+  through :mod:`~convohub.crychic.data_common`;
+* :mod:`~convohub.crychic.training`: what the scripts of training/crychic_*/ run (held-out before/after).
+
 The model names (``CrychicIFQCModel`` ...) are importable from here, but only load torch and transformers
 (and register the Auto classes) when first used: the CLI imports this package on every start.
 """

@@ -1,4 +1,5 @@
-"""``convohub crychic evaluate``: score CRyCHIc (or an ablation, or a baseline) on a WildChatTree folder.
+"""``convohub crychic evaluate``: score CRyCHIc (or an ablation, or a baseline) on a WildChatTree folder;
+``convohub crychic training-data``: build the three models' training data (:mod:`convohub.crychic.training_data`).
 
 Either the three model folders (``--ifqc``, ``--simplifier``, ``--judge``; ``--ablate ifqc`` or
 ``--ablate simplifier`` leaves one out, as in the paper's ablations) or ``--baseline``; nothing is chosen
@@ -62,6 +63,28 @@ def run_evaluate(args: argparse.Namespace) -> int:
     return 0
 
 
+def run_training_data(args: argparse.Namespace) -> int:
+    from convohub.crychic.ifqc_data import IFQCSettings
+    from convohub.crychic.judge_data import JudgeSettings
+    from convohub.crychic.simplifier_data import SimplifierSettings
+    from convohub.crychic.training_data import build_training_data
+
+    record = build_training_data(
+        args.out, args.task or ("ifqc", "simplifier", "judge"), llm=args.llm, labeller=args.labeller,
+        ifqc=IFQCSettings(per_cell=args.ifqc_per_cell, seed=args.seed),
+        simplifier=SimplifierSettings(n_users=args.n_users, max_prompts=args.max_prompts, seed=args.seed),
+        judge=JudgeSettings(n_users=args.n_users, max_positives=args.max_positives, seed=args.seed),
+        progress=True)
+    for task, entry in record.items():
+        print(f"{task}: {entry.get('rows')} rows, produced by {entry.get('produced_by')}")
+        for figures in entry.get("agreement", []):
+            print(f"  labeller {figures['labeller']}: accuracy {figures['accuracy']}, macro-F1 "
+                  f"{figures['f1_macro']} on {figures['sentences']} hand-labelled sentences"
+                  f"{' (chosen)' if figures.get('chosen') else ''}")
+    print(f"wrote {args.out}")
+    return 0
+
+
 def add_cli(subparsers: Any) -> argparse.ArgumentParser:
     """Add ``crychic`` (with ``evaluate``) to a ``convohub`` subparsers object; returns the ``crychic`` parser."""
     parser = subparsers.add_parser("crychic", help="CRyCHIc chat-tree reconstruction")
@@ -82,5 +105,24 @@ def add_cli(subparsers: Any) -> argparse.ArgumentParser:
                     help="judge probability a parent must exceed (default: %(default)s)")
     ev.add_argument("--out", type=Path, default=None, help="write the results (with every decision) as JSON")
     ev.set_defaults(handler=run_evaluate)
+    from convohub.crychic.simplifier_data import AUTO, RULES_NAME
+
+    td = sub.add_parser("training-data", help="build the IFQC, simplifier and judge training data")
+    td.add_argument("--out", type=Path, required=True, help="folder the training scripts' --dataset_path names")
+    td.add_argument("--task", choices=("ifqc", "simplifier", "judge"), action="append", default=[],
+                    help="build only this task (repeatable; default: all three)")
+    td.add_argument("--llm", default="smollm2",
+                    help="LLM spec that synthesises IFQC sentences and is the simplifier's LLM labeller "
+                         "(default: %(default)s, the offline SmolLM2-135M-Instruct)")
+    td.add_argument("--labeller", default=AUTO,
+                    help=f"simplifier labeller: {AUTO} (the one agreeing best with the hand-labelled sentences), "
+                         f"{RULES_NAME}, or an LLM spec (default: %(default)s)")
+    td.add_argument("--ifqc-per-cell", type=int, default=2,
+                    help="sentences per (template, ending, length band, domain) cell (default: %(default)s)")
+    td.add_argument("--n-users", type=int, default=40, help="users of the sample corpus (default: %(default)s)")
+    td.add_argument("--max-prompts", type=int, default=400, help="corpus prompts to label (default: %(default)s)")
+    td.add_argument("--max-positives", type=int, default=600, help="judge positive pairs (default: %(default)s)")
+    td.add_argument("--seed", type=int, default=0)
+    td.set_defaults(handler=run_training_data)
     parser.set_defaults(handler=lambda args: (parser.print_help(), 2)[1])
     return parser

@@ -1,0 +1,286 @@
+"""Training of CRyCHIc's three models, shared by training/crychic_{ifqc,simplifier,judge}/ (each script is a
+thin ``main(argv)`` calling :func:`run` with its task).
+
+The steps follow the other convohub scripts: the model built with ``from_encoder`` (pretrained encoder, new
+MLP head; ``minilm`` is the bundled all-MiniLM-L6-v2) -> rows of a built training-data folder
+(:mod:`convohub.crychic.training_data`; ``train`` to train on, ``heldout`` held out) -> the held-out
+measure on the untrained head -> ``transformers.Trainer`` (the models compute their own loss) -> the same
+measure after training, so the gain over the untrained head is known -> ``trainer.save_model`` (the main
+process writes model, tokenizer and the model code for ``trust_remote_code``) with the resolved arguments
+and ``eval_results.json`` beside it -> ``push_to_hub`` when asked.
+
+Inputs mirror what :mod:`convohub.crychic.components` feeds the trained models at reconstruction time: the
+raw prompt (IFQC, truncated to ``max_length``), the packed sentences ``s1 [SEP] s2 [SEP] ...``
+(simplifier), and for the judge the turn as the pair (prompt, response), each side cut to
+``turn_max_tokens``, against the prompt (bi) or joined with it in one input (cross).
+
+Held-out measures: accuracy and macro-F1 (the simplifier's per sentence); the judge also ROC AUC, with
+its decisions taken at the pipeline's threshold (0.4).
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from convohub.hub import atomic_write_text, dump_json
+
+TASKS = ("ifqc", "simplifier", "judge")
+EVAL_FILE = "eval_results.json"
+
+
+@dataclass
+class CrychicArguments:
+    """Data and model arguments of the three scripts (trainer arguments: transformers' TrainingArguments)."""
+
+    dataset_path: str = field(default="outputs/crychic-training-data",
+                              metadata={"help": "folder built by `convohub crychic training-data`"})
+    train_split: str = field(default="train")
+    eval_split: str = field(default="heldout")
+    model_name_or_path: str = field(default="minilm",
+                                    metadata={"help": "encoder: Hub id, local folder, or minilm (bundled "
+                                                      "all-MiniLM-L6-v2)"})
+    trust_remote_code: bool = field(default=False, metadata={"help": "needed by the gte encoders"})
+    max_length: int | None = field(default=None, metadata={"help": "longest input in tokens (default: the "
+                                                                    "model's: IFQC 64, others 512)"})
+    head_hidden_sizes: list[int] | None = field(default=None, metadata={"help": "MLP head hidden sizes "
+                                                                               "(default: the paper's)"})
+    head_dropout: float = field(default=0.2)
+    architecture: str = field(default="bi", metadata={"help": "judge only: bi (paper) or cross"})
+    turn_max_tokens: int = field(default=512, metadata={"help": "judge only: tokens kept of each side of a turn"})
+    max_train_examples: int | None = field(default=None, metadata={"help": "cap on training rows (seeded)"})
+    max_eval_examples: int | None = field(default=None, metadata={"help": "cap on held-out rows (seeded)"})
+
+
+def make_parser() -> Any:
+    """(CrychicArguments, TrainingArguments); recipes are parsed strictly."""
+    from transformers import TrainingArguments
+    from trl import TrlParser
+
+    return TrlParser((CrychicArguments, TrainingArguments))
+
+
+def _check_task(task: str) -> str:
+    if task not in TASKS:
+        raise ValueError(f"unknown CRyCHIc task {task!r}; known: {', '.join(TASKS)}")
+    return task
+
+
+# ------------------------------------------------------------------------------------------------ model
+def build_model(task: str, args: CrychicArguments) -> tuple[Any, Any]:
+    """(model with a fresh head, tokenizer) for ``task`` from the recipe's encoder."""
+    from transformers import AutoTokenizer
+
+    from convohub.crychic.models import CrychicFollowUpJudgeModel, CrychicIFQCModel, CrychicSimplifierModel
+    from convohub.training.models import resolve_model
+
+    _check_task(task)
+    if task != "judge" and args.architecture != "bi":
+        raise ValueError(f"architecture applies to the judge only; the {task} recipe must leave it at 'bi'")
+    path = resolve_model(args.model_name_or_path)
+    kwargs: dict[str, Any] = {"head_dropout": args.head_dropout}
+    if args.head_hidden_sizes is not None:
+        kwargs["head_hidden_sizes"] = list(args.head_hidden_sizes)
+    if args.max_length is not None:
+        kwargs["max_length"] = args.max_length
+    cls = {"ifqc": CrychicIFQCModel, "simplifier": CrychicSimplifierModel, "judge": CrychicFollowUpJudgeModel}[task]
+    if task == "judge":
+        kwargs |= {"architecture": args.architecture, "turn_max_tokens": args.turn_max_tokens}
+    model = cls.from_encoder(path, trust_remote_code=args.trust_remote_code, **kwargs)
+    tokenizer = AutoTokenizer.from_pretrained(path, trust_remote_code=args.trust_remote_code)
+    return model, tokenizer
+
+
+# ------------------------------------------------------------------------------------------------ batches
+class Collator:
+    """Turns rows of one task into model inputs (module docstring: the same inputs as at reconstruction)."""
+
+    def __init__(self, task: str, tokenizer: Any, config: Any) -> None:
+        self.task, self.tokenizer, self.config = _check_task(task), tokenizer, config
+
+    def __call__(self, rows: Sequence[Mapping[str, Any]]) -> dict[str, Any]:
+        return getattr(self, f"_{self.task}")(rows)
+
+    def _ifqc(self, rows: Sequence[Mapping[str, Any]]) -> dict[str, Any]:
+        import torch
+
+        batch = self.tokenizer([r["text"] for r in rows], truncation=True, max_length=self.config.max_length,
+                               padding=True, return_tensors="pt")
+        batch["labels"] = torch.tensor([self.config.label2id[r["label"]] for r in rows])
+        return dict(batch)
+
+    def _simplifier(self, rows: Sequence[Mapping[str, Any]]) -> dict[str, Any]:
+        import torch
+
+        from convohub.crychic.models import pack_sentences
+
+        packed: list[tuple[list[int], list[int]]] = []
+        for r in rows:
+            ids = [self.config.label2id[label] for label in r["labels"]]
+            for input_ids, members in pack_sentences(self.tokenizer, r["sentences"], self.config.max_length):
+                packed.append((input_ids, [ids[m] for m in members]))
+        width = max(len(ids) for ids, _ in packed)
+        most = max(len(labels) for _, labels in packed)
+        pad = self.tokenizer.pad_token_id or 0
+        return {"input_ids": torch.tensor([ids + [pad] * (width - len(ids)) for ids, _ in packed]),
+                "attention_mask": torch.tensor([[1] * len(ids) + [0] * (width - len(ids)) for ids, _ in packed]),
+                "labels": torch.tensor([labels + [-100] * (most - len(labels)) for _, labels in packed])}
+
+    def _judge(self, rows: Sequence[Mapping[str, Any]]) -> dict[str, Any]:
+        import torch
+
+        from convohub.crychic.components import truncate_text
+
+        limit, length = int(self.config.turn_max_tokens), int(self.config.max_length)
+        firsts = [truncate_text(self.tokenizer, r["history_prompt"], limit) for r in rows]
+        seconds = [truncate_text(self.tokenizer, r["history_response"], limit) for r in rows]
+        prompts = [r["prompt"] for r in rows]
+        labels = torch.tensor([float(r["label"]) for r in rows])
+        encode = self.tokenizer
+        if self.config.architecture == "bi":
+            prompt = encode(prompts, truncation=True, max_length=length, padding=True, return_tensors="pt")
+            history = encode(firsts, seconds, truncation=True, max_length=length, padding=True, return_tensors="pt")
+            batch = dict(prompt)
+            batch |= {f"history_{k}": v for k, v in history.items()}
+        else:
+            texts = [f"{p}\n{r}" for p, r in zip(firsts, seconds, strict=True)]
+            batch = dict(encode(texts, prompts, truncation=True, max_length=length, padding=True,
+                                return_tensors="pt"))
+        batch["labels"] = labels
+        return batch
+
+
+# ------------------------------------------------------------------------------------------------ measure
+def evaluate_rows(task: str, model: Any, tokenizer: Any, rows: Sequence[Mapping[str, Any]],
+                  batch_size: int = 32) -> dict[str, Any]:
+    """Held-out accuracy and macro-F1 of ``model`` on ``rows`` (per sentence for the simplifier; the judge
+    also ROC AUC, decisions at the pipeline's threshold), with per-class recall and counts."""
+    import numpy as np
+    import torch
+    from sklearn.metrics import f1_score, roc_auc_score
+
+    from convohub.crychic.reconstruct import THRESHOLD
+
+    if not rows:
+        raise ValueError(f"no {task} rows to evaluate on: is the held-out split empty?")
+    collate = Collator(task, tokenizer, model.config)
+    was_training = model.training
+    model.eval()
+    gold: list[int] = []
+    pred: list[int] = []
+    scores: list[float] = []
+    with torch.inference_mode():
+        for start in range(0, len(rows), batch_size):
+            batch = collate(rows[start:start + batch_size])
+            labels = batch.pop("labels")
+            out = model(**batch)
+            if task == "judge":
+                probs = out.probabilities.float().tolist()
+                scores += probs
+                pred += [int(p > THRESHOLD) for p in probs]
+                gold += [int(x) for x in labels.tolist()]
+            elif task == "simplifier":
+                width = min(labels.shape[1], out.logits.shape[1])
+                keep = labels[:, :width] != -100
+                pred += out.logits[:, :width].argmax(-1)[keep].tolist()
+                gold += labels[:, :width][keep].tolist()
+            else:
+                pred += out.logits.argmax(-1).tolist()
+                gold += labels.tolist()
+    model.train(was_training)
+    names = {int(k): v for k, v in model.config.id2label.items()} if task != "judge" else {0: "not_parent",
+                                                                                         1: "parent"}
+    g, p = np.asarray(gold), np.asarray(pred)
+    result: dict[str, Any] = {
+        "examples": len(rows), "units": len(gold), "accuracy": round(float((g == p).mean()), 4),
+        "f1_macro": round(float(f1_score(g, p, labels=sorted(names), average="macro", zero_division=0)), 4)}
+    for i, name in sorted(names.items()):
+        mask = g == i
+        result[f"recall_{name}"] = round(float((p[mask] == i).mean()), 4) if mask.any() else None
+        result[f"units_{name}"] = int(mask.sum())
+    if task == "judge":
+        result["threshold"] = THRESHOLD
+        result["auc"] = round(float(roc_auc_score(g, scores)), 4) if len(set(gold)) == 2 else None
+    return result
+
+
+def load_rows(dataset_path: str | Path, task: str, split: str, limit: int | None, seed: int) -> list[dict[str, Any]]:
+    """A split's rows of a built training-data folder, a seeded sample of at most ``limit``."""
+    from convohub.crychic.data_common import read_rows, seeded_sample
+
+    rows = read_rows(dataset_path, task, split)
+    return seeded_sample(rows, limit, f"{task}/{split}/{seed}") if limit is not None else rows
+
+
+# ------------------------------------------------------------------------------------------------ run
+def run(task: str, argv: Sequence[str] | None = None) -> dict[str, Any]:
+    """Train ``task``'s model on a built training-data folder, measuring the held-out split before and after.
+
+    Returns (and writes to ``<output_dir>/eval_results.json``) the measured numbers; the resolved arguments go
+    to ``<output_dir>/training_args.json`` (:func:`convohub.training.runs.save_arguments`).
+    """
+    import datasets
+    from transformers import Trainer, set_seed
+
+    from convohub.crychic.data_common import read_record
+    from convohub.training.runs import save_arguments
+
+    _check_task(task)
+    parser = make_parser()
+    args, training_args = parser.parse_args_and_config(list(argv) if argv is not None else None,
+                                                       fail_with_unknown_args=True)
+    # rows are raw text; the collator builds the inputs, so no column may be dropped before it sees them
+    training_args.remove_unused_columns = False
+    out = Path(training_args.output_dir)
+    set_seed(training_args.seed)
+
+    # 1. model: pretrained encoder, fresh head
+    model, tokenizer = build_model(task, args)
+
+    # 2. data
+    train_rows = load_rows(args.dataset_path, task, args.train_split, args.max_train_examples, training_args.seed)
+    eval_rows = load_rows(args.dataset_path, task, args.eval_split, args.max_eval_examples, training_args.seed)
+    if not train_rows:
+        raise ValueError(f"{args.dataset_path}: no {task} rows in split {args.train_split!r}")
+    print(f"{task}: {len(train_rows)} training rows, {len(eval_rows)} held-out ({args.eval_split})")
+
+    # 3. the untrained head on the held-out rows
+    batch = training_args.per_device_eval_batch_size
+    before = evaluate_rows(task, model, tokenizer, eval_rows, batch)
+
+    # 4. train
+    trainer = Trainer(model=model, args=training_args, train_dataset=datasets.Dataset.from_list(train_rows),
+                      data_collator=Collator(task, tokenizer, model.config), processing_class=tokenizer)
+    started = time.perf_counter()
+    train_result = trainer.train(resume_from_checkpoint=training_args.resume_from_checkpoint)
+    seconds = time.perf_counter() - started
+
+    # 5. measure again, 6. save (the main process writes)
+    after = evaluate_rows(task, model, tokenizer, eval_rows, batch)
+    trainer.save_model(str(out))
+    record = read_record(args.dataset_path).get(task, {})
+    results: dict[str, Any] = {
+        "task": task, "split": args.eval_split, "before": before, "after": after,
+        "accuracy_before": before["accuracy"], "accuracy_after": after["accuracy"],
+        "f1_macro_before": before["f1_macro"], "f1_macro_after": after["f1_macro"],
+        "train_examples": len(train_rows), "train_loss": round(float(train_result.training_loss), 4),
+        "train_seconds": round(seconds, 1), "epochs": float(training_args.num_train_epochs),
+        "base_model": args.model_name_or_path, "data_produced_by": record.get("produced_by"),
+    }
+    if task == "judge":
+        results |= {"auc_before": before["auc"], "auc_after": after["auc"], "architecture": args.architecture}
+    if task == "simplifier" and record.get("agreement"):
+        results["labeller_agreement"] = record["agreement"]
+    if trainer.is_world_process_zero():
+        save_arguments(out, script=args, training=training_args)
+        atomic_write_text(out / EVAL_FILE, dump_json(results))
+    print(f"{task}: held-out accuracy {before['accuracy']:.4f} -> {after['accuracy']:.4f}, "
+          f"macro-F1 {before['f1_macro']:.4f} -> {after['f1_macro']:.4f}"
+          + (f", AUC {before['auc']} -> {after['auc']}" if task == "judge" else "")
+          + f" ({seconds:.1f} s training)")
+    if training_args.push_to_hub:  # pragma: no cover - needs the Hub
+        trainer.push_to_hub()
+    return results

@@ -1,0 +1,134 @@
+"""CRyCHIc's three training scripts end to end on a tiny random encoder (``convohub-tiny:encoder``) and a
+handful of rows: parse the tiny recipe with overrides, measure the held-out split before and after, train,
+save, and load the saved folder through the pipeline's components. Plumbing only: with a random encoder
+and a dozen rows the numbers mean nothing, so the tests check that they exist and are consistent."""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+from _crychic_tiny import one_thread
+
+from convohub.cli import load_script
+from convohub.crychic.data_common import update_record, write_rows
+from convohub.crychic.training import Collator, build_model, make_parser
+
+ROOT = Path(__file__).resolve().parents[1]
+ENCODER = "convohub-tiny:encoder"
+
+
+@pytest.fixture(autouse=True, scope="module")
+def _torch_on_one_thread() -> Iterator[None]:
+    yield from one_thread()
+
+
+def _rows() -> dict[str, list[dict[str, Any]]]:
+    ifqc = [{"text": t, "label": label, "split": split} for t, label, split in [
+        ("Continue.", "implicit", "train"), ("Make it shorter.", "implicit", "train"),
+        ("How do I bake bread at home?", "explicit", "train"), ("Add garlic to the pasta sauce.", "explicit", "train"),
+        ("Say that again.", "implicit", "heldout"), ("Which hotel in Rome is cheapest?", "explicit", "heldout")]]
+    simplifier = [{"sentences": s, "labels": labels, "split": split} for s, labels, split in [
+        (["Thanks!", "Write a haiku."], ["polite", "instruction"], "train"),
+        (["I am a nurse.", "Explain the rota."], ["information", "instruction"], "train"),
+        (["Hello.", "My code fails.", "Fix it."], ["polite", "information", "instruction"], "train"),
+        (["Great job."], ["polite"], "heldout"), (["The file is big.", "Shrink it."], ["information", "instruction"],
+                                                   "heldout")]]
+    judge = [{"prompt": p, "history_prompt": hp, "history_response": hr, "label": y, "split": split}
+             for p, hp, hr, y, split in [
+                 ("Make it shorter.", "Write a poem about rain.", "Rain falls softly on the roof.", 1, "train"),
+                 ("Make it shorter.", "What is 2 + 2?", "4.", 0, "train"),
+                 ("Translate it to French.", "Write a toast.", "To friends and good health!", 1, "train"),
+                 ("Translate it to French.", "Name a planet.", "Mars.", 0, "train"),
+                 ("Continue.", "Tell a story.", "Once upon a time ...", 1, "heldout"),
+                 ("Continue.", "How tall is Everest?", "8,849 m.", 0, "heldout")]]
+    return {"ifqc": ifqc, "simplifier": simplifier, "judge": judge}
+
+
+@pytest.fixture(scope="module")
+def data_dir(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    folder = tmp_path_factory.mktemp("crychic-data")
+    for task, rows in _rows().items():
+        counts = write_rows(folder, task, [{**r, "produced_by": "hand-written test rows"} for r in rows])
+        update_record(folder, task, {"produced_by": "hand-written test rows", "rows": counts})
+    return folder
+
+
+def _train(task: str, data_dir: Path, out: Path, *extra: str) -> dict[str, Any]:
+    script = load_script(ROOT / "training" / f"crychic_{task}" / f"train_crychic_{task}.py")
+    return script.main(["--config", str(ROOT / "training" / f"crychic_{task}" / "tiny.yaml"),
+                        "--model_name_or_path", ENCODER, "--dataset_path", str(data_dir), "--output_dir", str(out),
+                        "--num_train_epochs", "2", "--per_device_train_batch_size", "2", "--learning_rate", "1e-3",
+                        "--logging_steps", "1", *extra])
+
+
+def _check_results(results: dict[str, Any], out: Path, task: str, heldout_units: int) -> None:
+    saved = json.loads((out / "eval_results.json").read_text())
+    assert saved == results and results["task"] == task
+    for side in ("before", "after"):
+        assert results[side]["units"] == heldout_units
+        assert 0.0 <= results[side]["accuracy"] <= 1.0 and 0.0 <= results[side]["f1_macro"] <= 1.0
+    assert results["accuracy_before"] == results["before"]["accuracy"]
+    assert results["train_examples"] == sum(r["split"] == "train" for r in _rows()[task])
+    assert results["data_produced_by"] == "hand-written test rows"
+    args = json.loads((out / "training_args.json").read_text())
+    assert args["script"]["model_name_or_path"] == ENCODER and args["training"]["num_train_epochs"] == 2
+
+
+def test_ifqc_script_end_to_end(data_dir: Path, tmp_path: Path) -> None:
+    from convohub.crychic.components import ModelFollowUpClassifier
+
+    out = tmp_path / "ifqc"
+    results = _train("ifqc", data_dir, out)
+    _check_results(results, out, "ifqc", heldout_units=2)
+    p = ModelFollowUpClassifier(out).implicit_probability("Continue.")
+    assert 0.0 <= p <= 1.0
+    assert (out / "modeling_crychic.py").is_file()  # code saved for trust_remote_code
+
+
+def test_simplifier_script_end_to_end(data_dir: Path, tmp_path: Path) -> None:
+    from convohub.crychic.components import ModelSentenceLabeller
+
+    out = tmp_path / "simplifier"
+    results = _train("simplifier", data_dir, out)
+    _check_results(results, out, "simplifier", heldout_units=3)  # sentences, not prompts
+    labels = ModelSentenceLabeller(out).label("Thanks! Now write a poem.")
+    assert [s for s, _ in labels] == ["Thanks!", "Now write a poem."]
+
+
+@pytest.mark.parametrize("architecture", ["bi", "cross"])
+def test_judge_script_end_to_end(data_dir: Path, tmp_path: Path, architecture: str) -> None:
+    from convohub.crychic.components import ModelParentJudge, StoredTurn
+
+    out = tmp_path / f"judge-{architecture}"
+    results = _train("judge", data_dir, out, "--architecture", architecture)
+    _check_results(results, out, "judge", heldout_units=2)
+    assert results["architecture"] == architecture and results["after"]["threshold"] == 0.4
+    assert results["auc_before"] is not None and 0.0 <= results["auc_after"] <= 1.0
+    judge = ModelParentJudge(out)
+    assert judge.architecture == architecture
+    turn = StoredTurn(0, "Write a poem.", "Roses are red.", -1)
+    turn.embedding = judge.embed_turn(turn.prompt, turn.response)
+    assert len(judge.scores("Make it shorter.", [turn])) == 1
+
+
+def test_architecture_is_a_judge_only_setting() -> None:
+    args, _ = make_parser().parse_args_and_config(["--model_name_or_path", ENCODER, "--architecture", "cross",
+                                                   "--output_dir", "/tmp/unused"])
+    with pytest.raises(ValueError, match="judge only"):
+        build_model("ifqc", args)
+
+
+def test_simplifier_collator_packs_sentences_and_pads_labels() -> None:
+    args, _ = make_parser().parse_args_and_config(["--model_name_or_path", ENCODER, "--max_length", "16",
+                                                   "--output_dir", "/tmp/unused"])
+    model, tokenizer = build_model("simplifier", args)
+    rows = _rows()["simplifier"]
+    batch = Collator("simplifier", tokenizer, model.config)(rows[:3])
+    separators = (batch["input_ids"] == model.config.sep_token_id).sum(dim=1)
+    labelled = (batch["labels"] != -100).sum(dim=1)
+    assert separators.tolist() == labelled.tolist()  # one label per sentence, at its separator
+    assert int(labelled.sum()) == sum(len(r["sentences"]) for r in rows[:3])
