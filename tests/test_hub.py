@@ -25,6 +25,9 @@ from convohub.hub import (
     write_model,
     write_space,
 )
+from convohub.paths import repo_root
+
+REPO = repo_root()
 
 
 def _configs() -> dict[str, dict[str, datasets.Dataset]]:
@@ -151,6 +154,32 @@ def test_space_front_matter_is_merged(tmp_path: Path) -> None:
     (src / "README.md").write_text("---\ntitle: T\n---\n")
     with pytest.raises(ValueError, match="lacks \\['sdk', 'app_file'\\]"):
         write_space(HubTarget(root=tmp_path / "hub"), "demo", src)
+
+
+def test_space_that_imports_convohub_carries_it_and_no_unpublished_pin(tmp_path: Path) -> None:
+    """Vendoring follows the code: an app importing convohub gets the package and its dependencies; one that
+    does not gets neither; a ``convohub`` requirement line (no index serves it) never reaches the export."""
+    src = tmp_path / "space"
+    src.mkdir()
+    (src / "README.md").write_text("---\ntitle: T\nsdk: gradio\napp_file: app.py\n---\n\n# T\n")
+    (src / "requirements.txt").write_text("# a comment\ngradio==6.31.0\nconvohub==0.1.0\n")
+    (src / "app.py").write_text("from convohub.metrics import ndcg_at_k\ndemo = None\n")
+    folder = write_space(HubTarget(root=tmp_path / "hub"), "uses", src)
+    lines = (folder / "requirements.txt").read_text().splitlines()
+    assert (folder / "convohub" / "__init__.py").is_file()
+    assert not [line for line in lines if line.startswith("convohub")]
+    assert lines[:2] == ["# a comment", "gradio==6.31.0"] and any(line.startswith("datasets") for line in lines)
+    (src / "app.py").write_text("import json\ndemo = None\n")
+    (src / "requirements.txt").write_text("gradio==6.31.0\n")
+    plain = write_space(HubTarget(root=tmp_path / "hub"), "plain", src)
+    assert not (plain / "convohub").exists() and (plain / "requirements.txt").read_text() == "gradio==6.31.0\n"
+
+
+@pytest.mark.parametrize("folder", sorted(p.parent.name for p in (REPO / "spaces").glob("*/requirements.txt"))
+                         + sorted(f"../evaluation/{p.parent.name}" for p in (REPO / "evaluation").glob("*/requirements.txt")))
+def test_space_sources_pin_no_unpublished_convohub(folder: str) -> None:
+    lines = (REPO / "spaces" / folder / "requirements.txt").read_text().splitlines()
+    assert not [line for line in lines if line.strip().lower().startswith("convohub")], folder
 
 
 def test_merge_and_size_categories() -> None:

@@ -383,17 +383,32 @@ def _requirement_name(line: str) -> str:
     return re.split(r"[\s=<>!~;\[@]", line.strip(), maxsplit=1)[0].lower()
 
 
+def _imports_convohub(folder: Path) -> bool:
+    """Whether any Python file of a Space folder imports convohub (``import convohub...`` or
+    ``from convohub... import``), read with ``ast``: the code, not its requirements, says what it needs."""
+    import ast
+
+    for path in sorted(folder.rglob("*.py")):
+        for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"), filename=str(path))):
+            names = ([a.name for a in node.names] if isinstance(node, ast.Import)
+                     else [node.module or ""] if isinstance(node, ast.ImportFrom) and not node.level else [])
+            if any(n == "convohub" or n.startswith("convohub.") for n in names):
+                return True
+    return False
+
+
 def _vendor_convohub(space: Path) -> None:
-    """convohub is not on any package index, so a Space that needs it gets the package's source next to its
-    app (``convohub/``, importable from the Space root) and convohub's own dependencies in place of the
-    ``convohub`` line of its requirements.txt."""
+    """convohub is on no package index, so a Space whose code imports it gets the package's source next to
+    its app (``convohub/``, importable from the Space root) and convohub's own dependencies appended to its
+    requirements.txt (those it does not name already). A ``convohub`` line, which no index could satisfy, is
+    dropped. The source folders under ``spaces/`` and ``evaluation/`` therefore never name convohub."""
     import importlib.metadata
 
     import convohub
 
     requirements = space / "requirements.txt"
     lines = requirements.read_text(encoding="utf-8").splitlines()
-    if "convohub" not in {_requirement_name(line) for line in lines}:
+    if not _imports_convohub(space):
         return
     shutil.copytree(Path(convohub.__file__).parent, space / "convohub",
                     ignore=shutil.ignore_patterns("__pycache__", "*.pyc"))
