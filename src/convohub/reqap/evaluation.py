@@ -123,6 +123,12 @@ def _scores(preds: Sequence[str | None], refs: Sequence[Sequence[str]]) -> dict[
             "rlx_hit@1_20": hit_at_1(preds, refs, relax=0.2)["rlx_hit@1"], "n": len(preds)}
 
 
+def _question_fields(q: dict[str, Any], pid: str) -> dict[str, Any]:
+    """The fields of a predictions.jsonl line that describe the question, answered or not."""
+    return {"id": q["id"], "persona_id": pid, "question": q["question"], "template_id": q.get("template_id"),
+            "categories": list(q.get("categories") or []), "gold": q["answers"]}
+
+
 def _record(system: str, answerer: Answerer, store: EventStore, index: Any, q: dict[str, Any], pid: str,
             attribution: bool) -> dict[str, Any]:
     """One question answered and scored: the line of predictions.jsonl (see :func:`evaluate`)."""
@@ -132,10 +138,8 @@ def _record(system: str, answerer: Answerer, store: EventStore, index: Any, q: d
     pred = _encode(res.answer, failed)
     refs = [json.dumps(g, ensure_ascii=False) for g in q["answers"]]
     hit = is_hit(pred, refs)
-    rec = {"id": q["id"], "persona_id": pid, "question": q["question"], "template_id": q.get("template_id"),
-           "categories": list(q.get("categories") or []), "gold": q["answers"], "answer": res.answer,
-           "prediction": pred, "hit": hit, "rlx_hit": is_hit(pred, refs, relax=0.1), "error": res.error,
-           "seconds": round(getattr(res, "seconds", 0.0), 4)}
+    rec = {**_question_fields(q, pid), "answer": res.answer, "prediction": pred, "hit": hit,
+           "rlx_hit": is_hit(pred, refs, relax=0.1), "error": res.error, "seconds": round(getattr(res, "seconds", 0.0), 4)}
     if system == "reqap":
         rec["tree"] = getattr(res, "tree", None)
         rec["trees_tried"] = len(getattr(res, "tried", []))
@@ -150,9 +154,8 @@ def _record(system: str, answerer: Answerer, store: EventStore, index: Any, q: d
 
 def _failed_record(system: str, q: dict[str, Any], pid: str, error: str) -> dict[str, Any]:
     """The record of a question whose worker was stopped (memory or time limit): a failed run, no answer."""
-    rec = {"id": q["id"], "persona_id": pid, "question": q["question"], "template_id": q.get("template_id"),
-           "categories": list(q.get("categories") or []), "gold": q["answers"], "answer": None,
-           "prediction": None, "hit": False, "rlx_hit": False, "error": error, "seconds": None}
+    rec = {**_question_fields(q, pid), "answer": None, "prediction": None, "hit": False, "rlx_hit": False,
+           "error": error, "seconds": None}
     if system == "reqap":
         rec.update(tree=None, trees_tried=None, attribution=None)
     return rec

@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import re
 from collections.abc import Sequence
+from functools import lru_cache
 from typing import Any
 
 import numpy as np
@@ -30,14 +31,20 @@ def item_text(row: dict[str, Any]) -> str:
     return row["prompt"][-1]["content"] + "\n" + "\n".join(row["preferences"])
 
 
-def embed(texts: Sequence[str], model: str = "minilm") -> np.ndarray:
-    """Normalised sentence embeddings (float32), the input FAISS wants."""
+@lru_cache(maxsize=2)
+def _encoder(path: str) -> Any:
+    """One loaded sentence encoder per model folder (the test split and the agreement measurements embed
+    several times in one process)."""
     from sentence_transformers import SentenceTransformer
 
+    return SentenceTransformer(path, device="cpu")
+
+
+def embed(texts: Sequence[str], model: str = "minilm") -> np.ndarray:
+    """Normalised sentence embeddings (float32), the input FAISS wants."""
     from convohub.training.models import resolve_model
 
-    encoder = SentenceTransformer(resolve_model(model), device="cpu")
-    vectors = encoder.encode(list(texts), batch_size=64, normalize_embeddings=True, show_progress_bar=False)
+    vectors = _encoder(resolve_model(model)).encode(list(texts), batch_size=64, normalize_embeddings=True, show_progress_bar=False)
     return np.ascontiguousarray(vectors, dtype="float32")
 
 

@@ -61,6 +61,7 @@ from convohub.llm import ChatBackend
 from convohub.wildfeedback.identify import group_turns
 from convohub.wildfeedback.labels import FeedbackResult, LabelError, TurnLabel
 from convohub.wildfeedback.preferences import PROMPT_STYLES, summarise_many, summariser_name
+from convohub.wildfeedback.split import embed as embed_sentences
 
 __all__ = ["CHOICE_RULE", "GOLD_FILE", "GoldSummary", "SummaryGoldError", "load_summary_gold", "offline_summariser",
            "parse_summary_gold", "score_summaries", "summary_agreement", "summary_choice_line",
@@ -204,20 +205,6 @@ def summary_gold_digest() -> str:
 # --- scoring -----------------------------------------------------------------------------------------
 
 
-@lru_cache(maxsize=1)
-def _encoder() -> Any:
-    from sentence_transformers import SentenceTransformer
-
-    from convohub.models import minilm_path
-
-    return SentenceTransformer(str(minilm_path()), device="cpu")
-
-
-def minilm_cosine(texts: Sequence[str]) -> Any:
-    """Unit-normalised all-MiniLM-L6-v2 embeddings of ``texts`` (rows); cosine = dot product."""
-    return _encoder().encode(list(texts), normalize_embeddings=True, convert_to_numpy=True, batch_size=64)
-
-
 def _f1(recall: float, precision: float) -> float:
     return 2 * recall * precision / (recall + precision) if recall + precision > 0 else 0.0
 
@@ -239,7 +226,7 @@ def _episode_scores(ref: Sequence[int], misreading: int, pred: Sequence[int], em
 
 
 def score_summaries(gold: Sequence[GoldSummary], predictions: Sequence[list[dict] | None],
-                    embed: Callable[[Sequence[str]], Any] = minilm_cosine) -> dict[str, Any]:
+                    embed: Callable[[Sequence[str]], Any] = embed_sentences) -> dict[str, Any]:
     """Query accuracy, preference similarity (F1, recall, precision), faithful similarity, misread rate,
     parse failures and pairing counts of ``predictions`` (one summary or None per gold item) against the
     references (see the module docstring)."""

@@ -240,6 +240,29 @@ def _label_cache() -> Path:
     return cache_root() / "wildfeedback" / "gold-agreement"
 
 
+def _offline_defaults(local: Any) -> tuple[Any, str | None, dict[str, Any], Any, str, dict[str, Any]]:
+    """The label command's offline defaults, each measured against the rules on its hand-labelled set with the
+    one local model: (labeller, its prompt style, how it was chosen, summariser, its prompt style, how it was
+    chosen). The choices carry each candidate's agreement so the output says which won and by how much."""
+    def log(message: str) -> None:
+        print(message, file=sys.stderr)
+
+    labeller, style, comparison = offline_labeller(local, _label_cache(), log=log)
+    choice = {"chosen": comparison["chosen"], "choice_rule": comparison["choice_rule"],
+              "agreement": {n: {"SAT_f1": round(a["SAT"]["f1"], 4), "DSAT_f1": round(a["DSAT"]["f1"], 4),
+                                "mean_kappa": round(a["mean_kappa"], 4)} for n, a in comparison["labellers"].items()}}
+    log(f"offline default: {comparison['chosen']} ({comparison['choice_rule']}: "
+        + ", ".join(f"{n} {v['mean_kappa']:.3f}" for n, v in choice["agreement"].items()) + ")")
+    from convohub.wildfeedback.summary_agreement import offline_summariser
+
+    summariser, summary = offline_summariser(local, _label_cache(), log=log)
+    summary_choice = {"chosen": summary["chosen"], "choice_rule": summary["choice_rule"],
+                      "agreement": {f["summariser"]: {k: f[k] for k in ("query_accuracy", "faithful_similarity",
+                                                                         "misread_rate")}
+                                    for f in summary["measured"]}}
+    return labeller, style, choice, summariser, summary["prompt_style"] or "full", summary_choice
+
+
 def run_label(args: argparse.Namespace) -> int:
     """``convohub wildfeedback label``: SPUR labels (+ preference summary) of one conversation as JSON.
 
@@ -250,7 +273,6 @@ def run_label(args: argparse.Namespace) -> int:
     from convohub.llm import OFFLINE_SPEC, backend_from_env, make_backend
     from convohub.wildfeedback.identify import IdentificationError, default_prompt_style, identify
     from convohub.wildfeedback.preferences import PreferenceError, summarise, summariser_name
-    from convohub.wildfeedback.summary_agreement import offline_summariser
 
     raw = json.loads(Path(args.conversation).read_text(encoding="utf-8") if args.conversation != "-"
                      else sys.stdin.read())
@@ -266,25 +288,10 @@ def run_label(args: argparse.Namespace) -> int:
     else:
         backend = backend_from_env()
         if backend is None:
-            print("no LLM configured: measuring the offline labellers on the hand-labelled set "
+            print("no LLM configured: measuring the offline labeller and summariser on the hand-labelled sets "
                   f"(once; cached under {_label_cache()})", file=sys.stderr)
-            backend, args.prompt_style, comparison = offline_labeller(
-                make_backend(OFFLINE_SPEC, cache_dir=_label_cache() / "llm-cache"), _label_cache(),
-                log=lambda m: print(m, file=sys.stderr))
-            choice = {"chosen": comparison["chosen"], "choice_rule": comparison["choice_rule"],
-                      "agreement": {n: {"SAT_f1": round(a["SAT"]["f1"], 4), "DSAT_f1": round(a["DSAT"]["f1"], 4),
-                                        "mean_kappa": round(a["mean_kappa"], 4)}
-                                    for n, a in comparison["labellers"].items()}}
-            print(f"offline default: {comparison['chosen']} ({comparison['choice_rule']}: "
-                  + ", ".join(f"{n} {v['mean_kappa']:.3f}" for n, v in choice["agreement"].items()) + ")",
-                  file=sys.stderr)
-            summariser, summary = offline_summariser(make_backend(OFFLINE_SPEC, cache_dir=_label_cache() / "llm-cache"),
-                                                     _label_cache(), log=lambda m: print(m, file=sys.stderr))
-            summariser_style = summary["prompt_style"] or "full"
-            summary_choice = {"chosen": summary["chosen"], "choice_rule": summary["choice_rule"],
-                              "agreement": {f["summariser"]: {k: f[k] for k in ("query_accuracy", "faithful_similarity",
-                                                                                 "misread_rate")}
-                                            for f in summary["measured"]}}
+            backend, args.prompt_style, choice, summariser, summariser_style, summary_choice = _offline_defaults(
+                make_backend(OFFLINE_SPEC, cache_dir=_label_cache() / "llm-cache"))
     style = args.prompt_style or (default_prompt_style(backend) if backend is not None else None)
     if summary_choice is None:
         # a named model summarises with the paper's single prompt; one that needs the split labelling prompts
