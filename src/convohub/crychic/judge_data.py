@@ -25,7 +25,8 @@ from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import Any
 
-from convohub.crychic.data_common import TRAIN_CORPUS_SEED, split_of, stage
+from convohub.crychic.data_common import TRAIN_CORPUS_SEED, split_of
+from convohub.stages import stage
 
 PRODUCED_BY = "construction:sample-plan"
 KINDS = ("positive", "same_theme", "different_theme")
