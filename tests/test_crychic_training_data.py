@@ -272,16 +272,14 @@ def test_make_labeller_by_name() -> None:
 
 # ------------------------------------------------------------------------------------------------ judge
 def test_judge_pairs_are_known_by_construction_balanced_and_split_by_conversation() -> None:
-    from convohub.conversations import generate_wildchat_sample
-    from convohub.crychic.construct import ConstructionReport, _sources
+    from convohub.crychic.construct import sample_sources
 
     settings = JudgeSettings(n_users=10, max_positives=80)
     rows, counts = make_pairs(settings)
     kinds = Counter(r["kind"] for r in rows)
     assert kinds["positive"] == kinds["same_theme"] + kinds["different_theme"] == 80
     assert kinds["same_theme"] == 40
-    sources = {s.conversation_id: s for s in _sources(generate_wildchat_sample(
-        n_users=10, seed=settings.corpus_seed, with_plan=True), ConstructionReport())}
+    sources = {s.conversation_id: s for s in sample_sources(10, settings.corpus_seed)}
     for r in rows:
         source = sources[r["conversation_id"]]
         parent = source.parents[r["turn_index"]]
