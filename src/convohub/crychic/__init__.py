@@ -30,7 +30,7 @@ Training:
   data, from :mod:`~convohub.crychic.ifqc_data` (LLM-synthesised sentences),
   :mod:`~convohub.crychic.simplifier_data` (sentence labels by the labeller that agrees best with
   hand-labelled sentences) and :mod:`~convohub.crychic.judge_data` (pairs known by construction), resumable
-  through :mod:`~convohub.crychic.data_common`;
+  through :mod:`convohub.stages`, with splits and the data folder from :mod:`~convohub.crychic.data_common`;
 * :mod:`~convohub.crychic.training`: what the scripts of training/crychic_*/ run (held-out before/after).
 
 The model classes (``CrychicIFQCModel`` ...) live in :mod:`convohub.crychic.models` only: importing that
