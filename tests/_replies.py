@@ -1,4 +1,4 @@
-"""A scripted chat backend shared by the WildFeedback tests that stand a model in for an LLM step.
+"""A scripted chat backend shared by the tests that stand a scripted model in for an LLM step.
 
 Imported as ``from _replies import Replies`` (like ``_serving``) rather than copied into each module.
 """
@@ -6,17 +6,22 @@ Imported as ``from _replies import Replies`` (like ``_serving``) rather than cop
 from __future__ import annotations
 
 from collections.abc import Callable, Sequence
+from typing import Any
 
 from convohub.llm import ChatBackend, ChatRequest, ChatResponse
 
 
 class Replies(ChatBackend):
-    """Answers each request with ``reply(text of its last message)``; counts the calls."""
+    """Answers each request with ``reply(text of its last message)``; counts the calls.
+
+    ``whole_request=True`` passes the :class:`ChatRequest` itself instead, for scripts that answer by the
+    request's sampling parameters (seed, temperature) or earlier messages.
+    """
 
     kind = "scripted"
 
-    def __init__(self, reply: Callable[[str], str], model: str = "scripted") -> None:
-        self.reply, self.model, self.calls = reply, model, 0
+    def __init__(self, reply: Callable[[Any], str], model: str = "scripted", *, whole_request: bool = False) -> None:
+        self.reply, self.model, self.calls, self.whole_request = reply, model, 0, whole_request
 
     @property
     def model_id(self) -> str:
@@ -24,4 +29,5 @@ class Replies(ChatBackend):
 
     def chat(self, requests: Sequence[ChatRequest]) -> list[ChatResponse]:
         self.calls += len(requests)
-        return [ChatResponse(self.reply(r.messages[-1]["content"]), "stop") for r in requests]
+        return [ChatResponse(self.reply(r if self.whole_request else r.messages[-1]["content"]), "stop")
+                for r in requests]

@@ -27,6 +27,7 @@ from convohub.crychic.components import (
     ModelParentJudge,
     ModelSentenceLabeller,
     StoredTurn,
+    pad_rows,
     truncate_text,
 )
 from convohub.crychic.models import (
@@ -53,10 +54,7 @@ HISTORY = ["Write a poem about the sea.", "Here is a short poem about waves."]
 def _inputs(kind: str) -> dict[str, torch.Tensor]:
     tok = tokenizer()
     if kind == "simplifier":
-        rows = [pack_sentences(tok, split_sentences(p), 48)[0][0] for p in PROMPTS]
-        width = max(map(len, rows))
-        return {"input_ids": torch.tensor([r + [0] * (width - len(r)) for r in rows]),
-                "attention_mask": torch.tensor([[1] * len(r) + [0] * (width - len(r)) for r in rows])}
+        return pad_rows([pack_sentences(tok, split_sentences(p), 48)[0][0] for p in PROMPTS], tok.pad_token_id)
     if kind == "judge-cross":
         return dict(tok(HISTORY, PROMPTS, padding=True, return_tensors="pt"))
     batch = dict(tok(PROMPTS, padding=True, return_tensors="pt"))

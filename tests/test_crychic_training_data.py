@@ -12,30 +12,19 @@ from collections.abc import Callable, Sequence
 from pathlib import Path
 
 import pytest
+from _replies import Replies
 
 from convohub.crychic import ifqc_data as ifqc
 from convohub.crychic import simplifier_data as sd
 from convohub.crychic.data_common import read_record, read_rows, split_of
 from convohub.crychic.judge_data import JudgeSettings, build_judge_data, make_pairs
 from convohub.crychic.training_data import build_training_data
-from convohub.llm import ChatBackend, ChatRequest, ChatResponse
+from convohub.llm import ChatRequest
 
 
-class Scripted(ChatBackend):
-    """Answers each request with ``reply(request)``; counts the calls."""
-
-    kind = "scripted"
-
-    def __init__(self, reply: Callable[[ChatRequest], str], model: str = "scripted-llm") -> None:
-        self.reply, self.model, self.calls = reply, model, 0
-
-    @property
-    def model_id(self) -> str:
-        return self.model
-
-    def chat(self, requests: Sequence[ChatRequest]) -> list[ChatResponse]:
-        self.calls += len(requests)
-        return [ChatResponse(self.reply(r), "stop") for r in requests]
+def scripted(reply: Callable[[ChatRequest], str], model: str = "scripted-llm") -> Replies:
+    """The shared scripted backend, answering from the whole request (the synthesis checks read its seed)."""
+    return Replies(reply, model, whole_request=True)
 
 
 def _prompt(request: ChatRequest) -> str:
@@ -102,7 +91,7 @@ def test_synthesis_retries_rejected_answers_and_labels_by_template() -> None:
         return good_sentence(request)[:-1] if first_odd else good_sentence(request)
 
     settings = ifqc.IFQCSettings(per_cell=1, domains=("cooking",), max_attempts=3)
-    backend = Scripted(reply)
+    backend = scripted(reply)
     rows, counts = ifqc.synthesise(backend, settings)
     assert counts["requested"] == len(ifqc.plan_cells(1, ("cooking",)))
     assert counts["accepted"] == counts["requested"] and counts["gave_up"] == 0
@@ -118,7 +107,7 @@ def test_synthesis_retries_rejected_answers_and_labels_by_template() -> None:
 
 def test_synthesis_deduplicates_and_gives_up_after_max_attempts() -> None:
     settings = ifqc.IFQCSettings(per_cell=1, domains=("cooking",), max_attempts=2)
-    backend = Scripted(lambda r: "Keep going with it." if "without saying" in _prompt(r) else good_sentence(r))
+    backend = scripted(lambda r: "Keep going with it." if "without saying" in _prompt(r) else good_sentence(r))
     rows, counts = ifqc.synthesise(backend, settings)
     implicit = [r for r in rows if r["template"] == "implicit"]
     assert [r["text"] for r in implicit] == ["Keep going with it."]  # the same answer is kept once
@@ -131,22 +120,22 @@ def test_synthesis_deduplicates_and_gives_up_after_max_attempts() -> None:
 
 def test_copies_of_the_worked_example_are_rejected() -> None:
     settings = ifqc.IFQCSettings(per_cell=1, domains=("cooking",), max_attempts=1)
-    backend = Scripted(lambda r: r.messages[2]["content"])  # parrots the example answer it was shown
+    backend = scripted(lambda r: r.messages[2]["content"])  # parrots the example answer it was shown
     rows, counts = ifqc.synthesise(backend, settings)
     assert rows == [] and counts["rejected"]["copy of the example"] > 0
 
 
 def test_ifqc_build_resumes_from_stage_file_and_response_cache(tmp_path: Path) -> None:
     settings = ifqc.IFQCSettings(per_cell=1, domains=("music",), max_attempts=1)
-    first = Scripted(good_sentence)
+    first = scripted(good_sentence)
     rows, counts = ifqc.build_ifqc_data(first, settings, work=tmp_path)
     assert first.calls == counts["requested"] and counts["produced_by"] == "scripted:scripted-llm"
-    again = Scripted(good_sentence)
+    again = scripted(good_sentence)
     assert ifqc.build_ifqc_data(again, settings, work=tmp_path)[0] == rows and again.calls == 0
     (tmp_path / "ifqc.json").unlink()  # an interrupted stage: every answer is still in the cache
-    third = Scripted(good_sentence)
+    third = scripted(good_sentence)
     assert ifqc.build_ifqc_data(third, settings, work=tmp_path)[0] == rows and third.calls == 0
-    changed = Scripted(good_sentence)
+    changed = scripted(good_sentence)
     ifqc.build_ifqc_data(changed, ifqc.IFQCSettings(per_cell=1, domains=("music",), max_attempts=1, seed=3),
                          work=tmp_path)
     assert changed.calls > 0  # other settings: other seeds, new calls
@@ -206,14 +195,14 @@ def test_parse_annotation(answer: str, expected: sd.Annotation) -> None:
 
 def test_llm_labeller_retries_unusable_answers_a_bounded_number_of_times() -> None:
     # greedy answers lack the confidence; sampled retries (temperature > 0) carry it, except for "Hi."
-    backend = Scripted(lambda r: "instruction" if r.greedy or "Hi." in _prompt(r) else "instruction 5")
+    backend = scripted(lambda r: "instruction" if r.greedy or "Hi." in _prompt(r) else "instruction 5")
     labeller = sd.LLMLabeller(backend, max_attempts=3)
     found = labeller.annotate(["Write it.", "Hi."])
     assert found == [sd.Annotation("instruction", 5), sd.Annotation(None, None)]
     assert dict(labeller.counts) == {"calls": 2 + 2 + 1, "retries": 3, "unusable": 1, "sentences": 2}
 
 
-def _oracle(gold: Sequence[dict], wrong: bool = False) -> Scripted:
+def _oracle(gold: Sequence[dict], wrong: bool = False) -> Replies:
     truth = {g["sentence"]: g["label"] for g in gold}
 
     def reply(request: ChatRequest) -> str:
@@ -224,7 +213,7 @@ def _oracle(gold: Sequence[dict], wrong: bool = False) -> Scripted:
             label = "polite"
         return f"{label} 5"
 
-    return Scripted(reply, "oracle" if not wrong else "always-polite")
+    return scripted(reply, "oracle" if not wrong else "always-polite")
 
 
 def test_agreement_and_choice_by_agreement() -> None:
@@ -272,16 +261,14 @@ def test_make_labeller_by_name() -> None:
 
 # ------------------------------------------------------------------------------------------------ judge
 def test_judge_pairs_are_known_by_construction_balanced_and_split_by_conversation() -> None:
-    from convohub.conversations import generate_wildchat_sample
-    from convohub.crychic.construct import ConstructionReport, _sources
+    from convohub.crychic.construct import sample_sources
 
     settings = JudgeSettings(n_users=10, max_positives=80)
     rows, counts = make_pairs(settings)
     kinds = Counter(r["kind"] for r in rows)
     assert kinds["positive"] == kinds["same_theme"] + kinds["different_theme"] == 80
     assert kinds["same_theme"] == 40
-    sources = {s.conversation_id: s for s in _sources(generate_wildchat_sample(
-        n_users=10, seed=settings.corpus_seed, with_plan=True), ConstructionReport())}
+    sources = {s.conversation_id: s for s in sample_sources(10, settings.corpus_seed)}
     for r in rows:
         source = sources[r["conversation_id"]]
         parent = source.parents[r["turn_index"]]
@@ -301,7 +288,7 @@ def test_judge_pairs_are_known_by_construction_balanced_and_split_by_conversatio
 
 def test_build_training_data_writes_the_folder_the_scripts_read(tmp_path: Path) -> None:
     record = build_training_data(
-        tmp_path, llm=Scripted(good_sentence, "writer"), labeller=sd.RULES_NAME,
+        tmp_path, llm=scripted(good_sentence, "writer"), labeller=sd.RULES_NAME,
         ifqc=ifqc.IFQCSettings(per_cell=1, domains=("travel",), max_attempts=1),
         simplifier=sd.SimplifierSettings(n_users=3, max_prompts=12), judge=JudgeSettings(n_users=3, max_positives=20))
     assert set(record) == {"ifqc", "simplifier", "judge"} and read_record(tmp_path) == record
@@ -316,7 +303,6 @@ def test_build_training_data_writes_the_folder_the_scripts_read(tmp_path: Path) 
     rebuilt, _ = build_judge_data(JudgeSettings(n_users=3, max_positives=20), work=tmp_path / "work")
     written = read_rows(tmp_path, "judge", "train") + read_rows(tmp_path, "judge", "heldout")
     assert sorted(map(json.dumps, rebuilt)) == sorted(map(json.dumps, written))
-
 
 
 def test_training_data_command_builds_the_named_tasks(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:

@@ -1,12 +1,13 @@
 """Fine-tune CRyCHIc's Implicit Follow-up Question Classifier (IFQC): is a prompt an implicit follow-up
 ("Continue", "Make it shorter") or explicit? (2 classes).
 
-Data: a folder built by ``convohub crychic training-data`` (LLM-synthesised sentences of the paper's three templates (implicit follow-ups naming no domain noun,
-explicit follow-ups naming one, new-topic questions), validated and de-duplicated; label = the template's class). Rows of the ``train`` split train,
-the ``heldout`` split is measured before and after training (accuracy and macro-F1) and the figures go to
+Data: a folder built by ``convohub crychic training-data`` (LLM-synthesised sentences of the paper's three
+templates (implicit follow-ups naming no domain noun, explicit follow-ups naming one, new-topic questions),
+validated and de-duplicated; label = the template's class). Rows of the ``train`` split train, the ``heldout``
+split is measured before and after training (accuracy and macro-F1) and the figures go to
 ``<output_dir>/eval_results.json``, so a card can show the gain over the untrained head.
 
-Offline (CPU, about a minute; starts from the bundled all-MiniLM-L6-v2):
+Offline (CPU, from the bundled all-MiniLM-L6-v2; README.md gives the times measured and their conditions):
 
     convohub crychic training-data --out outputs/crychic-training-data
     convohub train training/crychic_ifqc/tiny.yaml --dataset_path outputs/crychic-training-data

@@ -1,12 +1,13 @@
 """Fine-tune CRyCHIc's follow-up judge: the probability that a history turn is the parent of a prompt
 (bi-encoder, MLP over [history; prompt; history - prompt]; `--architecture cross` for the cross-encoder).
 
-Data: a folder built by ``convohub crychic training-data`` (pairs known by construction from the sample corpus's plan: (parent turn, follow-up) positives, same-
-conversation and other-conversation negatives, balanced and seeded). Rows of the ``train`` split train,
-the ``heldout`` split is measured before and after training (accuracy and macro-F1 at the pipeline's threshold 0.4, and ROC AUC) and the figures go to
+Data: a folder built by ``convohub crychic training-data`` (pairs known by construction from the sample
+corpus's plan: (parent turn, follow-up) positives, same-conversation and other-conversation negatives,
+balanced and seeded). Rows of the ``train`` split train, the ``heldout`` split is measured before and after
+training (accuracy and macro-F1 at the pipeline's threshold 0.4, and ROC AUC) and the figures go to
 ``<output_dir>/eval_results.json``, so a card can show the gain over the untrained head.
 
-Offline (CPU, about a minute; starts from the bundled all-MiniLM-L6-v2):
+Offline (CPU, from the bundled all-MiniLM-L6-v2; README.md gives the times measured and their conditions):
 
     convohub crychic training-data --out outputs/crychic-training-data
     convohub train training/crychic_judge/tiny.yaml --dataset_path outputs/crychic-training-data

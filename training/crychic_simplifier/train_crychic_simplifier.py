@@ -1,12 +1,13 @@
 """Fine-tune CRyCHIc's prompt simplifier: every sentence of a prompt labelled polite / information / instruction,
 read at the separator after it (input `s1 [SEP] s2 [SEP] ...`).
 
-Data: a folder built by ``convohub crychic training-data`` (sample-corpus prompts split by spaCy's sentencizer, labelled with a 0-5 confidence by the labeller that
-agreed best with the hand-labelled sentences (or the one named), prompts below confidence 4 dropped). Rows of the ``train`` split train,
-the ``heldout`` split is measured before and after training (per-sentence accuracy and macro-F1) and the figures go to
+Data: a folder built by ``convohub crychic training-data`` (sample-corpus prompts split by spaCy's
+sentencizer, labelled with a 0-5 confidence by the labeller that agreed best with the hand-labelled sentences
+(or the one named), prompts below confidence 4 dropped). Rows of the ``train`` split train, the ``heldout``
+split is measured before and after training (per-sentence accuracy and macro-F1) and the figures go to
 ``<output_dir>/eval_results.json``, so a card can show the gain over the untrained head.
 
-Offline (CPU, about a minute; starts from the bundled all-MiniLM-L6-v2):
+Offline (CPU, from the bundled all-MiniLM-L6-v2; README.md gives the times measured and their conditions):
 
     convohub crychic training-data --out outputs/crychic-training-data
     convohub train training/crychic_simplifier/tiny.yaml --dataset_path outputs/crychic-training-data

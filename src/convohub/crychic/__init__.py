@@ -30,43 +30,22 @@ Training:
   data, from :mod:`~convohub.crychic.ifqc_data` (LLM-synthesised sentences),
   :mod:`~convohub.crychic.simplifier_data` (sentence labels by the labeller that agrees best with
   hand-labelled sentences) and :mod:`~convohub.crychic.judge_data` (pairs known by construction), resumable
-  through :mod:`~convohub.crychic.data_common`;
+  through :mod:`convohub.stages`, with splits and the data folder from :mod:`~convohub.crychic.data_common`;
 * :mod:`~convohub.crychic.training`: what the scripts of training/crychic_*/ run (held-out before/after).
 
-The model names (``CrychicIFQCModel`` ...) are importable from here, but only load torch and transformers
-(and register the Auto classes) when first used: the CLI imports this package on every start.
+The model classes (``CrychicIFQCModel`` ...) live in :mod:`convohub.crychic.models` only: importing that
+package loads torch and transformers and registers the Auto classes, which the CLI, importing this package
+on every start, must not pay for.
 """
 
 from __future__ import annotations
-
-from typing import Any
 
 from convohub.crychic.construct import generate_trees, interleave, plan_parents
 from convohub.crychic.dataset import DATASET_NAME, build_wildchat_tree
 from convohub.crychic.source import WildChatTreeSourceError, read_annotated
 from convohub.crychic.trees import check_parents, tree_depth, tree_ids
 
-#: names served lazily from :mod:`convohub.crychic.models` (importing it registers the Auto classes)
-_MODEL_NAMES = (
-    "CrychicFollowUpJudgeConfig",
-    "CrychicFollowUpJudgeModel",
-    "CrychicIFQCConfig",
-    "CrychicIFQCModel",
-    "CrychicSimplifierConfig",
-    "CrychicSimplifierModel",
-)
-
-
-def __getattr__(name: str) -> Any:
-    if name in _MODEL_NAMES:
-        import convohub.crychic.models as models
-
-        return getattr(models, name)
-    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
-
-
 __all__ = [
-    *_MODEL_NAMES,
     "DATASET_NAME",
     "WildChatTreeSourceError",
     "build_wildchat_tree",

@@ -8,6 +8,8 @@ The pipeline (:mod:`convohub.crychic.reconstruct`) owns the rules; the component
 
 Tests drive the rules with scripted stand-ins; :func:`load_components` loads the trained model folders
 (tokenizer and weights saved side by side). Everything runs on CPU under ``torch.inference_mode``.
+:func:`pad_rows`, :func:`turn_texts` and :func:`joined_turn` build the models' inputs here and in
+training (:class:`convohub.crychic.training.Collator`) alike.
 """
 
 from __future__ import annotations
@@ -78,6 +80,30 @@ def truncate_text(tokenizer: Any, text: str, max_tokens: int) -> str:
     return text[: offsets[max_tokens - 1][1]] if max_tokens > 0 else ""
 
 
+# What the trained models are fed, defined once: training (convohub.crychic.training.Collator) builds its
+# batches with the same helpers, so training and reconstruction cannot drift apart.
+def pad_rows(rows: Sequence[Sequence[int]], pad_id: int | None) -> dict[str, torch.Tensor]:
+    """``input_ids`` right-padded with ``pad_id`` (0 when the tokenizer has none) to the longest row, and the
+    ``attention_mask`` marking the real tokens: the batch of packed simplifier rows (``pack_sentences``)."""
+    import torch
+
+    width = max(len(ids) for ids in rows)
+    pad = pad_id or 0
+    return {"input_ids": torch.tensor([[*ids, *[pad] * (width - len(ids))] for ids in rows]),
+            "attention_mask": torch.tensor([[1] * len(ids) + [0] * (width - len(ids)) for ids in rows])}
+
+
+def turn_texts(tokenizer: Any, prompt: str, response: str, max_tokens: int) -> tuple[str, str]:
+    """A stored turn as the judge reads it: its prompt and its response, each cut to ``max_tokens`` tokens
+    (the bi-encoder encodes the two as one pair)."""
+    return truncate_text(tokenizer, prompt, max_tokens), truncate_text(tokenizer, response, max_tokens)
+
+
+def joined_turn(prompt: str, response: str) -> str:
+    """A (truncated) turn as one text: the history side of the cross-encoder's (history, prompt) pair."""
+    return f"{prompt}\n{response}"
+
+
 class ModelFollowUpClassifier:
     """The IFQC of a saved folder: softmax probability of its ``implicit`` class."""
 
@@ -120,12 +146,8 @@ class ModelSentenceLabeller:
         if not sentences:
             return []
         rows = pack_sentences(self.tokenizer, sentences, self.model.config.max_length)
-        width = max(len(ids) for ids, _ in rows)
-        pad = self.tokenizer.pad_token_id or 0
-        input_ids = torch.tensor([ids + [pad] * (width - len(ids)) for ids, _ in rows])
-        attention = torch.tensor([[1] * len(ids) + [0] * (width - len(ids)) for ids, _ in rows])
         with torch.inference_mode():
-            out = self.model(input_ids=input_ids, attention_mask=attention)
+            out = self.model(**pad_rows([ids for ids, _ in rows], self.tokenizer.pad_token_id))
         names = self.model.config.id2label
         labels: list[str] = []
         for row, (_, members) in enumerate(rows):
@@ -149,8 +171,7 @@ class ModelParentJudge:
         self.architecture = str(self.model.config.architecture)
 
     def _turn_texts(self, prompt: str, response: str) -> tuple[str, str]:
-        limit = int(self.model.config.turn_max_tokens)
-        return truncate_text(self.tokenizer, prompt, limit), truncate_text(self.tokenizer, response, limit)
+        return turn_texts(self.tokenizer, prompt, response, int(self.model.config.turn_max_tokens))
 
     def _encode(self, first: Sequence[str], second: Sequence[str] | None = None) -> dict[str, torch.Tensor]:
         return self.tokenizer(list(first), list(second) if second is not None else None, truncation=True,
@@ -177,8 +198,7 @@ class ModelParentJudge:
                 history = torch.stack([turn.embedding for turn in candidates])
                 logits = self.model.score_embeddings(history, self.model.embed(**self._encode([prompt])))
             else:
-                pairs = [self._turn_texts(turn.prompt, turn.response) for turn in candidates]
-                history_texts = [f"{p}\n{r}" for p, r in pairs]
+                history_texts = [joined_turn(*self._turn_texts(turn.prompt, turn.response)) for turn in candidates]
                 logits = self.model(**self._encode(history_texts, [prompt] * len(candidates))).logits
         return [float(x) for x in torch.sigmoid(logits).tolist()]
 

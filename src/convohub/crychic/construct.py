@@ -30,7 +30,7 @@ import hashlib
 import itertools
 import random
 from collections import Counter
-from collections.abc import Mapping, Sequence
+from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -102,7 +102,10 @@ def interleave(lengths: Sequence[int], rng: random.Random, attempts: int = 50) -
 
 
 @dataclass
-class _Source:
+class SourceConversation:
+    """One eligible sample conversation: its id, its (prompt, reply) exchanges, PII-scrubbed, and the parent
+    of each exchange as its plan gives it (:func:`plan_parents`)."""
+
     conversation_id: str
     exchanges: list[tuple[str, str]]
     parents: list[int]
@@ -119,14 +122,36 @@ class ConstructionReport:
     sources_used: int = 0
 
 
-def _sources(rows: Sequence[Mapping[str, Any]], report: ConstructionReport) -> list[_Source]:
-    """Eligible sample conversations, PII-scrubbed, with their planned parents."""
-    from convohub.conversations import from_wildchat_row, scrub_pii_with_counts
+def scrub_exchanges(exchanges: Iterable[tuple[str, str]], pii: Counter[str]) -> list[tuple[str, str]]:
+    """(prompt, reply) pairs through :func:`convohub.conversations.scrub_pii`, every replacement counted into
+    ``pii``: the constructed and the annotated builds scrub alike."""
+    from convohub.conversations import scrub_pii_with_counts
+
+    out = []
+    for prompt, reply in exchanges:
+        prompt, counts = scrub_pii_with_counts(prompt)
+        reply, more = scrub_pii_with_counts(reply)
+        pii.update(counts)
+        pii.update(more)
+        out.append((prompt, reply))
+    return out
+
+
+def sample_sources(n_users: int, seed: int, report: ConstructionReport | None = None) -> list[SourceConversation]:
+    """The eligible conversations of the sample corpus of ``n_users`` users drawn with ``seed``, with their
+    planned parents (module docstring: English, two or more user turns, no re-submission, PII-scrubbed).
+
+    Both the offline test set (:func:`generate_trees`, seed 0) and the judge's training pairs
+    (:mod:`convohub.crychic.judge_data`, another seed) start here, so their parents follow one rule.
+    ``report`` (when given) counts the rows read and dropped and the PII replaced.
+    """
+    from convohub.conversations import from_wildchat_row, generate_wildchat_sample
     from convohub.conversations.sample import PLAN_FIELD
 
-    out: list[_Source] = []
+    report = report if report is not None else ConstructionReport()
+    out: list[SourceConversation] = []
     seen: set[tuple[str, ...]] = set()
-    for index, row in enumerate(rows):
+    for index, row in enumerate(generate_wildchat_sample(n_users=n_users, seed=seed, with_plan=True)):
         report.rows += 1
         plan = row.get(PLAN_FIELD)
         if plan is None:
@@ -147,19 +172,14 @@ def _sources(rows: Sequence[Mapping[str, Any]], report: ConstructionReport) -> l
         if len(plan) != len(users) or len(replies) != len(users):
             raise ValueError(f"sample row {index}: {len(users)} user turns, {len(replies)} replies and "
                              f"{len(plan)} plan steps; they must match")
-        exchanges = []
-        for user, reply in zip(users, replies, strict=True):
-            prompt, counts = scrub_pii_with_counts(user.content)
-            response, more = scrub_pii_with_counts(reply.content)
-            report.pii.update(counts)
-            report.pii.update(more)
-            exchanges.append((prompt, response))
-        out.append(_Source(conv.conversation_id, exchanges, plan_parents(plan)))
+        exchanges = scrub_exchanges(((u.content, r.content) for u, r in zip(users, replies, strict=True)),
+                                    report.pii)
+        out.append(SourceConversation(conv.conversation_id, exchanges, plan_parents(plan)))
     report.eligible = len(out)
     return out
 
 
-def mix(sources: Sequence[_Source], rng: random.Random) -> dict[str, Any]:
+def mix(sources: Sequence[SourceConversation], rng: random.Random) -> dict[str, Any]:
     """One MixMC conversation from two or three sources (see :func:`interleave`)."""
     labels = interleave([len(s.exchanges) for s in sources], rng)
     positions: list[list[int]] = [[] for _ in sources]
@@ -186,10 +206,8 @@ def generate_trees(seed: int = 0, *, n_mixed: int = DEFAULT_MIXED, n_single: int
     Deterministic in ``seed``: the sample corpus and the choice and interleaving of conversations both derive
     from it. Raises ValueError when the corpus of ``n_users`` users has too few eligible conversations.
     """
-    from convohub.conversations import generate_wildchat_sample
-
     report = ConstructionReport()
-    pool = _sources(generate_wildchat_sample(n_users=n_users, seed=seed, with_plan=True), report)
+    pool = sample_sources(n_users, seed, report)
     rng = random.Random(f"convohub.wildchat-tree/{seed}")
     rng.shuffle(pool)
     sizes = [rng.choices([size for size, _ in MIX_SIZES], weights=[w for _, w in MIX_SIZES])[0]

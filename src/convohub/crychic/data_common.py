@@ -1,9 +1,10 @@
 """What the three CRyCHIc training-data builders share: resumable stages, held-out splits, the data folder.
 
-Resuming: every LLM call goes through a :class:`~convohub.llm.CachedBackend` under ``<work>/llm-cache`` (a
-killed run repeats no call), and each finished builder writes ``<work>/<stage>.json`` with a fingerprint of
-its settings and of the model that answered; the next run with the same fingerprint reads it instead of
-recomputing. A changed setting or model changes the fingerprint, so stale rows are never reused.
+Resuming is :mod:`convohub.stages`' (shared with the WildFeedback pipeline): every LLM call goes through
+the response cache under ``<work>/llm-cache`` (a killed run repeats no call), and each finished builder
+writes ``<work>/<stage>.json`` with a fingerprint of its settings and of the model that answered
+(:func:`backend_identity`); the next run with the same fingerprint reads it instead of recomputing. A
+changed setting or model changes the fingerprint, so stale rows are never reused.
 
 Splits are by a stable hash of a group key (the text for the IFQC, the source conversation for the
 simplifier and the judge), so a conversation never lands on both sides and a rebuild with more data keeps
@@ -17,12 +18,16 @@ from __future__ import annotations
 
 import hashlib
 import json
-from collections.abc import Callable, Iterable, Mapping, Sequence
+import random
+import re
+from collections.abc import Iterable, Mapping, Sequence
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from convohub.hub import atomic_write_text
-from convohub.llm import CachedBackend, ChatBackend
+
+if TYPE_CHECKING:  # pragma: no cover
+    from convohub.llm import ChatBackend
 
 SPLITS = ("train", "heldout")
 RECORD_FILE = "record.json"
@@ -31,35 +36,9 @@ RECORD_FILE = "record.json"
 TRAIN_CORPUS_SEED = 1
 
 
-def digest(obj: Any) -> str:
-    """A short, stable hash of any JSON-ready value (fingerprints, split keys)."""
-    return hashlib.sha256(json.dumps(obj, sort_keys=True, ensure_ascii=False).encode("utf-8")).hexdigest()[:16]
-
-
-def cached(backend: ChatBackend, work: Path | None) -> ChatBackend:
-    """``backend`` behind the response cache of ``work`` (as it is without a work folder or when cached)."""
-    if work is None or isinstance(backend, CachedBackend):
-        return backend
-    return CachedBackend(backend, Path(work) / "llm-cache")
-
-
 def backend_identity(backend: ChatBackend) -> dict[str, Any]:
     """What decides which model answers (for fingerprints): the backend's name and identity."""
     return {"name": backend.name, **backend.identity()}
-
-
-def stage(work: Path | None, name: str, fingerprint: Mapping[str, Any], compute: Callable[[], Any]) -> Any:
-    """``compute()``, unless ``<work>/<name>.json`` holds the result of a run with the same fingerprint."""
-    if work is None:
-        return compute()
-    path = Path(work) / f"{name}.json"
-    if path.is_file():
-        saved = json.loads(path.read_text(encoding="utf-8"))
-        if saved.get("fingerprint") == dict(fingerprint):
-            return saved["value"]
-    value = compute()
-    atomic_write_text(path, json.dumps({"fingerprint": dict(fingerprint), "value": value}, ensure_ascii=False))
-    return value
 
 
 def split_of(key: str, heldout_fraction: float, seed: int) -> str:
@@ -108,15 +87,11 @@ def update_record(folder: Path, task: str, entry: Mapping[str, Any]) -> dict[str
 
 def words(text: str) -> list[str]:
     """Lower-cased words (letters, digits, apostrophes and hyphens inside), for length and lexicon checks."""
-    import re
-
     return re.findall(r"[a-z0-9]+(?:['\-][a-z0-9]+)*", text.lower())
 
 
 def seeded_sample(items: Sequence[Any], k: int, seed: int | str) -> list[Any]:
     """``k`` items (all when fewer), drawn with a seeded generator, in their original order."""
-    import random
-
     if k >= len(items):
         return list(items)
     chosen = sorted(random.Random(str(seed)).sample(range(len(items)), k))

@@ -45,22 +45,16 @@ def tree_features() -> datasets.Features:
 
 def annotated_records(source: Path) -> tuple[list[dict[str, Any]], Counter[str]]:
     """Rows of an annotated source (validated, PII-scrubbed) and the PII replacements made."""
-    from convohub.conversations import scrub_pii_with_counts
+    from convohub.crychic.construct import scrub_exchanges
     from convohub.crychic.source import read_annotated
     from convohub.crychic.trees import tree_record
 
     pii: Counter[str] = Counter()
     records = []
     for conv in read_annotated(source):
-        exchanges = []
-        for turn in conv["turns"]:
-            prompt, counts = scrub_pii_with_counts(turn["user_prompt"])
-            response, more = scrub_pii_with_counts(turn["assistant_response"])
-            pii.update(counts)
-            pii.update(more)
-            exchanges.append((prompt, response))
-        records.append(tree_record(conv["conversation_id"], "annotated", exchanges,
-                                   [turn["parent"] for turn in conv["turns"]]))
+        turns = conv["turns"]
+        exchanges = scrub_exchanges(((t["user_prompt"], t["assistant_response"]) for t in turns), pii)
+        records.append(tree_record(conv["conversation_id"], "annotated", exchanges, [t["parent"] for t in turns]))
     return records, pii
 
 

@@ -35,8 +35,9 @@ from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import Any
 
-from convohub.crychic.data_common import backend_identity, cached, digest, split_of, stage, words
+from convohub.crychic.data_common import backend_identity, split_of, words
 from convohub.llm import ChatBackend, ChatRequest, run_chat
+from convohub.stages import cached, digest, stage
 
 TEMPLATES = ("implicit", "explicit", "new_topic")
 #: template -> IFQC class name (``CrychicIFQCConfig``'s labels)

@@ -23,12 +23,15 @@ import random
 from collections import Counter
 from dataclasses import asdict, dataclass
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-from convohub.crychic.data_common import TRAIN_CORPUS_SEED, split_of, stage
+from convohub.crychic.data_common import TRAIN_CORPUS_SEED, split_of
+from convohub.stages import stage
+
+if TYPE_CHECKING:  # pragma: no cover
+    from convohub.crychic.construct import SourceConversation
 
 PRODUCED_BY = "construction:sample-plan"
-KINDS = ("positive", "same_theme", "different_theme")
 
 
 @dataclass
@@ -43,7 +46,8 @@ class JudgeSettings:
     seed: int = 0
 
 
-def _pair(source: Any, turn: int, other: Any, candidate: int, kind: str, settings: JudgeSettings) -> dict[str, Any]:
+def _pair(source: SourceConversation, turn: int, other: SourceConversation, candidate: int, kind: str,
+          settings: JudgeSettings) -> dict[str, Any]:
     prompt, _ = source.exchanges[turn]
     history_prompt, history_response = other.exchanges[candidate]
     return {"prompt": prompt, "history_prompt": history_prompt, "history_response": history_response,
@@ -55,14 +59,12 @@ def _pair(source: Any, turn: int, other: Any, candidate: int, kind: str, setting
 
 def make_pairs(settings: JudgeSettings) -> tuple[list[dict[str, Any]], dict[str, Any]]:
     """The balanced, seeded pairs of the corpus and their counts (module docstring)."""
-    from convohub.conversations import generate_wildchat_sample
-    from convohub.crychic.construct import ConstructionReport, _sources
+    from convohub.crychic.construct import ConstructionReport, sample_sources
 
     if not 0.0 <= settings.same_theme_share <= 1.0:
         raise ValueError(f"same_theme_share must be in [0, 1], got {settings.same_theme_share}")
     report = ConstructionReport()
-    sources = _sources(generate_wildchat_sample(n_users=settings.n_users, seed=settings.corpus_seed,
-                                                with_plan=True), report)
+    sources = sample_sources(settings.n_users, settings.corpus_seed, report)
     if len(sources) < 2:
         raise ValueError(f"the sample corpus of {settings.n_users} users has {len(sources)} eligible "
                          "conversations; different-theme negatives need two or more")

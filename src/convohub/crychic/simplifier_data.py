@@ -33,16 +33,9 @@ from importlib import resources
 from pathlib import Path
 from typing import Any, Protocol
 
-from convohub.crychic.data_common import (
-    TRAIN_CORPUS_SEED,
-    backend_identity,
-    cached,
-    digest,
-    split_of,
-    stage,
-    words,
-)
+from convohub.crychic.data_common import TRAIN_CORPUS_SEED, backend_identity, seeded_sample, split_of, words
 from convohub.llm import ChatBackend, ChatRequest, run_chat
+from convohub.stages import cached, digest, stage
 
 LABELS = ("polite", "information", "instruction")
 MIN_CONFIDENCE = 4
@@ -335,8 +328,6 @@ def corpus_prompts(settings: SimplifierSettings) -> list[dict[str, Any]]:
                 out.append({"conversation_id": conv.conversation_id, "turn_index": turn_index,
                             "prompt": turn.content, "sentences": sentences})
     if settings.max_prompts is not None:
-        from convohub.crychic.data_common import seeded_sample
-
         out = seeded_sample(out, settings.max_prompts, f"simplifier/{settings.seed}")
     return out
 

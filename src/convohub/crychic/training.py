@@ -115,6 +115,7 @@ class Collator:
     def _simplifier(self, rows: Sequence[Mapping[str, Any]]) -> dict[str, Any]:
         import torch
 
+        from convohub.crychic.components import pad_rows
         from convohub.crychic.models import pack_sentences
 
         packed: list[tuple[list[int], list[int]]] = []
@@ -122,33 +123,29 @@ class Collator:
             ids = [self.config.label2id[label] for label in r["labels"]]
             for input_ids, members in pack_sentences(self.tokenizer, r["sentences"], self.config.max_length):
                 packed.append((input_ids, [ids[m] for m in members]))
-        width = max(len(ids) for ids, _ in packed)
         most = max(len(labels) for _, labels in packed)
-        pad = self.tokenizer.pad_token_id or 0
-        return {"input_ids": torch.tensor([ids + [pad] * (width - len(ids)) for ids, _ in packed]),
-                "attention_mask": torch.tensor([[1] * len(ids) + [0] * (width - len(ids)) for ids, _ in packed]),
+        return {**pad_rows([ids for ids, _ in packed], self.tokenizer.pad_token_id),
                 "labels": torch.tensor([labels + [-100] * (most - len(labels)) for _, labels in packed])}
 
     def _judge(self, rows: Sequence[Mapping[str, Any]]) -> dict[str, Any]:
         import torch
 
-        from convohub.crychic.components import truncate_text
+        from convohub.crychic.components import joined_turn, turn_texts
 
         limit, length = int(self.config.turn_max_tokens), int(self.config.max_length)
-        firsts = [truncate_text(self.tokenizer, r["history_prompt"], limit) for r in rows]
-        seconds = [truncate_text(self.tokenizer, r["history_response"], limit) for r in rows]
+        turns = [turn_texts(self.tokenizer, r["history_prompt"], r["history_response"], limit) for r in rows]
         prompts = [r["prompt"] for r in rows]
         labels = torch.tensor([float(r["label"]) for r in rows])
         encode = self.tokenizer
         if self.config.architecture == "bi":
             prompt = encode(prompts, truncation=True, max_length=length, padding=True, return_tensors="pt")
-            history = encode(firsts, seconds, truncation=True, max_length=length, padding=True, return_tensors="pt")
+            history = encode([p for p, _ in turns], [r for _, r in turns], truncation=True, max_length=length,
+                             padding=True, return_tensors="pt")
             batch = dict(prompt)
             batch |= {f"history_{k}": v for k, v in history.items()}
         else:
-            texts = [f"{p}\n{r}" for p, r in zip(firsts, seconds, strict=True)]
-            batch = dict(encode(texts, prompts, truncation=True, max_length=length, padding=True,
-                                return_tensors="pt"))
+            batch = dict(encode([joined_turn(*turn) for turn in turns], prompts, truncation=True, max_length=length,
+                                padding=True, return_tensors="pt"))
         batch["labels"] = labels
         return batch
 

@@ -37,14 +37,13 @@ def build_training_data(out: str | Path, tasks: Sequence[str] = TASKS, *, llm: s
         raise ValueError(f"unknown task(s) {unknown}; known: {', '.join(TASKS)}")
     work = Path(work) if work is not None else out / "work"
     record: dict[str, Any] = {}
-    if "ifqc" in tasks:
-        if isinstance(llm, str):
-            from convohub.llm import make_backend
+    if isinstance(llm, str) and ("ifqc" in tasks or ("simplifier" in tasks and labeller == AUTO)):
+        from convohub.llm import make_backend
 
-            backend = make_backend(llm)
-        else:
-            backend = llm
-        rows, entry = build_ifqc_data(backend, ifqc, work=work, progress=progress)
+        # one backend for both tasks: a local model (the offline SmolLM2) loads its weights on construction
+        llm = make_backend(llm)
+    if "ifqc" in tasks:
+        rows, entry = build_ifqc_data(llm, ifqc, work=work, progress=progress)  # a backend by now (above)
         record = update_record(out, "ifqc", {**entry, "rows": write_rows(out, "ifqc", rows)})
     if "simplifier" in tasks:
         rows, entry = build_simplifier_data(labeller, simplifier, work=work, llm=llm, progress=progress)

@@ -2,7 +2,8 @@
 
 Stages (each logs its counts into ``counts``; each writes ``<work>/<stage>.json`` atomically when done and
 is skipped on the next run when that file exists for the same settings; LLM calls go through a
-:class:`~convohub.llm.CachedBackend` under ``<work>/llm-cache`` so an interrupted stage repeats no call):
+:class:`~convohub.llm.CachedBackend` under ``<work>/llm-cache`` so an interrupted stage repeats no call; both
+mechanisms are :mod:`convohub.stages`'):
 
 1. ``labels`` -- feedback signal identification of every multi-turn conversation (one call each);
 2. ``summaries`` -- preference summaries of the DSAT conversations;
@@ -19,8 +20,6 @@ the safety instruction, as in the paper.
 
 from __future__ import annotations
 
-import hashlib
-import json
 import re
 from collections import Counter
 from collections.abc import Callable, Mapping, Sequence
@@ -28,7 +27,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from convohub.llm import CachedBackend, ChatBackend, ChatRequest, run_chat
+from convohub.llm import ChatBackend, ChatRequest, run_chat
+from convohub.stages import cached, digest, stage
 from convohub.wildfeedback.identify import group_turns, identify_many, labeller_label
 from convohub.wildfeedback.labels import NA, FeedbackResult
 from convohub.wildfeedback.preferences import guided_messages, summarise_many, summariser_name
@@ -104,32 +104,6 @@ class PipelineResult:
 
 def messages_of(conv: Mapping[str, Any]) -> list[dict[str, str]]:
     return [{"role": t["role"], "content": t["content"]} for t in conv["turns"]]
-
-
-def _cached(backend: Any, work: Path) -> Any:
-    """A chat backend wrapped in the pipeline's response cache; anything else (None, an already cached
-    backend, the zero-shot moderator) as it is."""
-    if not isinstance(backend, ChatBackend) or isinstance(backend, CachedBackend):
-        return backend
-    return CachedBackend(backend, work / "llm-cache")
-
-
-def _stage(work: Path, name: str, fingerprint: Mapping[str, Any], compute: Callable[[], Any]) -> Any:
-    """Run ``compute`` unless ``<work>/<name>.json`` holds a result for the same fingerprint."""
-    from convohub.hub import atomic_write_text
-
-    path = work / f"{name}.json"
-    if path.exists():
-        saved = json.loads(path.read_text(encoding="utf-8"))
-        if saved.get("fingerprint") == fingerprint:
-            return saved["value"]
-    value = compute()
-    atomic_write_text(path, json.dumps({"fingerprint": fingerprint, "value": value}, ensure_ascii=False))
-    return value
-
-
-def _digest(obj: Any) -> str:
-    return hashlib.sha256(json.dumps(obj, sort_keys=True, ensure_ascii=False).encode()).hexdigest()[:16]
 
 
 def _user_positions(turns: Sequence[Mapping[str, str]]) -> list[int]:
@@ -279,7 +253,7 @@ def on_policy_sample(skeletons: Sequence[dict], cap: int | None, seed: int) -> l
         return train
     if cap < 0:
         raise ValueError(f"on_policy_max_episodes must be >= 0 or None, got {cap}")
-    ranked = sorted(range(len(train)), key=lambda i: _digest([seed, train[i]["id"]]))
+    ranked = sorted(range(len(train)), key=lambda i: digest([seed, train[i]["id"]]))
     keep = set(ranked[:cap])
     return [s for i, s in enumerate(train) if i in keep]
 
@@ -302,7 +276,7 @@ def run_pipeline(conversations: Sequence[Mapping[str, Any]], work: Path, backend
                          "moderator: pass Backends(moderator=...) (an LLM or the zero-shot EmbeddingModerator; its name goes "
                          "into the card)")
     work.mkdir(parents=True, exist_ok=True)
-    b = Backends(**{k: _cached(v, work) for k, v in backends.models().items()},
+    b = Backends(**{k: cached(v, work) for k, v in backends.models().items()},
                  labeller_style=backends.labeller_style, summariser_style=backends.summariser_style)
     counts: dict[str, Any] = {}
     multi = [dict(c) for c in conversations if len(group_turns(messages_of(c))) >= 2]
@@ -310,7 +284,7 @@ def run_pipeline(conversations: Sequence[Mapping[str, Any]], work: Path, backend
     counts["multi_turn_conversations"] = len(multi)
     # each stage's fingerprint holds what it (and the stages before it) read, so a test-split setting
     # (clusters, seed, near-duplicate threshold) never invalidates the labels, summaries or pairs
-    labels_fp = {"data": _digest([c["conversation_id"] for c in multi]), "labeller": backends.describe()["labeller"],
+    labels_fp = {"data": digest([c["conversation_id"] for c in multi]), "labeller": backends.describe()["labeller"],
                  "max_attempts": settings.max_attempts, "label_max_new_tokens": settings.label_max_new_tokens}
     summaries_fp = {**labels_fp, "summariser": backends.describe()["summariser"]}
     pairs_fp = {**summaries_fp, **backends.describe(), "response_max_new_tokens": settings.response_max_new_tokens,
@@ -322,7 +296,7 @@ def run_pipeline(conversations: Sequence[Mapping[str, Any]], work: Path, backend
         return {c["conversation_id"]: ({"result": o.result.to_dict()} if o.result else {"errors": o.errors})
                 for c, o in zip(multi, outcomes, strict=True)}
 
-    labels = _stage(work, "labels", labels_fp, _labels)
+    labels = stage(work, "labels", labels_fp, _labels)
     results = {cid: FeedbackResult.from_dict(v["result"]) for cid, v in labels.items() if "result" in v}
     counts["labelling_failures"] = sum("errors" in v for v in labels.values())
     counts["sat_conversations"] = sum(r.sat for r in results.values())
@@ -340,7 +314,7 @@ def run_pipeline(conversations: Sequence[Mapping[str, Any]], work: Path, backend
         return {c["conversation_id"]: ({"summary": s} if s is not None else {"errors": e})
                 for c, (s, e) in zip(dsat, out, strict=True)}
 
-    summaries_raw = _stage(work, "summaries", summaries_fp, _summaries)
+    summaries_raw = stage(work, "summaries", summaries_fp, _summaries)
     summaries = {cid: v["summary"] for cid, v in summaries_raw.items() if "summary" in v}
     counts["summary_failures"] = sum("errors" in v for v in summaries_raw.values())
     counts["episodes"] = sum(len(s) for s in summaries.values())
@@ -365,7 +339,7 @@ def run_pipeline(conversations: Sequence[Mapping[str, Any]], work: Path, backend
             value.update(on_policy=policy_rows, on_policy_counts=dict(policy_counts))
         return value
 
-    pairs = _stage(work, "pairs", pairs_fp, _pairs)
+    pairs = stage(work, "pairs", pairs_fp, _pairs)
     counts["episode_drops"] = pairs["skeleton_drops"]
     counts["expert"] = pairs["expert_counts"]
     all_pairs = list(pairs["expert"])

@@ -8,8 +8,8 @@ then copies ``configuration_crychic.py`` and ``modeling_crychic.py`` into the fo
 into ``config.json``, so ``from_pretrained(repo, trust_remote_code=True)`` works where convohub is not
 installed.
 
-It imports torch and transformers, which is why ``convohub.crychic`` only imports it when one of its names
-is first used (the CLI would otherwise pay for torch on every start).
+It imports torch and transformers, which is why ``convohub.crychic`` never imports it (the CLI would otherwise
+pay for torch on every start): import the classes from here.
 """
 
 from __future__ import annotations

@@ -40,9 +40,16 @@ class CrychicEncoderConfig(PretrainedConfig):
 
     #: the head's hidden sizes when none are given; each subclass states the paper's
     default_hidden_sizes: ClassVar[tuple[int, ...]] = ()
+    #: class names in label-id order when ``id2label`` is not given (the judge has none: one logit)
+    default_labels: ClassVar[tuple[str, ...]] = ()
 
     def __post_init__(self, **kwargs):
+        # id2label before the parent's __post_init__, which derives num_labels from it
+        if self.default_labels and self.id2label is None:
+            self.id2label = dict(enumerate(self.default_labels))
         super().__post_init__(**kwargs)
+        if self.default_labels and self.label2id is None:
+            self.label2id = {name: i for i, name in self.id2label.items()}
         if self.head_hidden_sizes is None:
             self.head_hidden_sizes = list(self.default_hidden_sizes)
         self.head_hidden_sizes = [int(size) for size in self.head_hidden_sizes]
@@ -58,24 +65,14 @@ class CrychicEncoderConfig(PretrainedConfig):
         return int(self.encoder_config.hidden_size)
 
 
-def _labels(names: tuple[str, ...]) -> dict[int, str]:
-    return dict(enumerate(names))
-
-
 class CrychicIFQCConfig(CrychicEncoderConfig):
     """Implicit Follow-up Question Classifier: is a prompt an implicit follow-up ("Continue", "Translate
     this") or explicit? Label 1 (``implicit``) makes the turn a child of the most recent turn."""
 
     model_type = "crychic-ifqc"
     default_hidden_sizes: ClassVar[tuple[int, ...]] = (768, 512, 256)
+    default_labels: ClassVar[tuple[str, ...]] = IFQC_LABELS
     max_length: int = 64
-
-    def __post_init__(self, **kwargs):
-        if self.id2label is None:
-            self.id2label = _labels(IFQC_LABELS)
-        super().__post_init__(**kwargs)
-        if self.label2id is None:
-            self.label2id = {name: i for i, name in self.id2label.items()}
 
 
 class CrychicSimplifierConfig(CrychicEncoderConfig):
@@ -85,15 +82,9 @@ class CrychicSimplifierConfig(CrychicEncoderConfig):
 
     model_type = "crychic-simplifier"
     default_hidden_sizes: ClassVar[tuple[int, ...]] = (768, 512, 256)
+    default_labels: ClassVar[tuple[str, ...]] = SIMPLIFIER_LABELS
     sep_token_id: int | None = None
     cls_token_id: int | None = None
-
-    def __post_init__(self, **kwargs):
-        if self.id2label is None:
-            self.id2label = _labels(SIMPLIFIER_LABELS)
-        super().__post_init__(**kwargs)
-        if self.label2id is None:
-            self.label2id = {name: i for i, name in self.id2label.items()}
 
 
 class CrychicFollowUpJudgeConfig(CrychicEncoderConfig):
