@@ -20,8 +20,10 @@ from convohub.llm import (
     ChatRequest,
     ChatResponse,
     EndpointBackend,
+    Parsed,
     ResponseCache,
     TransformersBackend,
+    ask_until_parsed,
     backend_from_env,
     cache_key,
     make_backend,
@@ -304,6 +306,72 @@ def test_run_chat_chunks_and_summary(tmp_path: Path) -> None:
     summary = response_summary(run_chat(backend, requests, chunk_size=4, progress=False))
     assert summary["total"] == 11 and summary["ok"] == 10 and summary["cached"] == 10
     assert summary["failed"] == 1 and summary["top_errors"] == {"HTTP 503: overloaded": 1}
+
+
+class ScriptedBackend(ChatBackend):
+    """Answers each prompt with the next answer of its script (None: a failed request); records batches."""
+
+    kind = "scripted"
+
+    def __init__(self, script: dict[str, list[str | None]]) -> None:
+        self.script = {prompt: list(answers) for prompt, answers in script.items()}
+        self.batches: list[list[ChatRequest]] = []
+
+    @property
+    def model_id(self) -> str:
+        return "scripted/model"
+
+    def chat(self, requests: Sequence[ChatRequest]) -> list[ChatResponse]:
+        self.batches.append(list(requests))
+        answers = [self.script[r.messages[-1]["content"]].pop(0) for r in requests]
+        return [ChatResponse.failure("HTTP 503: overloaded") if a is None
+                else ChatResponse(text=a, finish_reason="stop") for a in answers]
+
+
+def test_ask_until_parsed_re_asks_only_the_unparsed_a_bounded_number_of_times() -> None:
+    prompts = ["a", "b", "c", "d", "e"]
+    backend = ScriptedBackend({
+        "a": ["1"],  # parsed at once
+        "b": ["oops", "2"],  # parse raises, then parsed
+        "c": [None, " meh ", "3"],  # request fails, parse returns None, then parsed on the last try
+        "d": ["x", "y", "z", "never asked"],  # never parses: given up after max_attempts
+        "e": ["0"],  # a falsy value is still a value
+    })
+    parsed_in_order: list[tuple[int, str]] = []
+
+    def parse(i: int, text: str) -> int | None:
+        parsed_in_order.append((i, text))
+        if text.strip() == "meh":
+            return None
+        if not text.isdigit():
+            raise ValueError(f"not a number: {text!r}")
+        return int(text)
+
+    def request(i: int, attempt: int) -> ChatRequest:
+        return ChatRequest.from_prompt(prompts[i], temperature=1.0 if attempt else 0.0, seed=attempt or None)
+
+    out = ask_until_parsed(backend, len(prompts), request, parse, max_attempts=3, desc="test (try {try})",
+                           progress=False, chunk_size=2)
+    assert out == [
+        Parsed(1, [], 1),
+        Parsed(2, ["not a number: 'oops'"], 2),
+        Parsed(3, ["request failed: HTTP 503: overloaded", "unparseable answer 'meh'"], 3),
+        Parsed(None, ["not a number: 'x'", "not a number: 'y'", "not a number: 'z'"], 3),
+        Parsed(0, [], 1),
+    ]
+    # each try asks only what is still unparsed, in chunks of 2, with that try's sampling parameters
+    asked = [[(r.messages[-1]["content"], r.temperature, r.seed) for r in batch] for batch in backend.batches]
+    assert asked == [[("a", 0.0, None), ("b", 0.0, None)], [("c", 0.0, None), ("d", 0.0, None)],
+                     [("e", 0.0, None)],
+                     [("b", 1.0, 1), ("c", 1.0, 1)], [("d", 1.0, 1)],
+                     [("c", 1.0, 2), ("d", 1.0, 2)]]
+    assert backend.script["d"] == ["never asked"]
+    # a failed request never reaches parse; parse sees the answers in item order within a try
+    assert parsed_in_order == [(0, "1"), (1, "oops"), (3, "x"), (4, "0"), (1, "2"), (2, " meh "), (3, "y"),
+                               (2, "3"), (3, "z")]
+    assert ask_until_parsed(backend, 2, request, parse, max_attempts=0, desc="none", progress=False) == [
+        Parsed(), Parsed()]
+    assert len(backend.batches) == 6
 
 
 # --------------------------------------------------------------------------------------- endpoint

@@ -36,7 +36,7 @@ from pathlib import Path
 from typing import Any
 
 from convohub.crychic.data_common import backend_identity, split_of, words
-from convohub.llm import ChatBackend, ChatRequest, run_chat
+from convohub.llm import ChatBackend, ChatRequest, ask_until_parsed
 from convohub.stages import cached, digest, stage
 
 TEMPLATES = ("implicit", "explicit", "new_topic")
@@ -254,49 +254,47 @@ def synthesise(backend: ChatBackend, settings: IFQCSettings, *, chunk_size: int 
     for cell in cells:
         repeats.append(seen_cells[cell])
         seen_cells[cell] += 1
-    pending = list(range(len(cells)))
-    accepted: dict[int, tuple[str, int]] = {}
     seen: set[str] = set()
     shown = {dedup_key(answer) for shots in EXAMPLES.values() for _, answer in shots}
-    rejected: Counter[str] = Counter()
-    calls = 0
+
+    def accept(i: int, answer: str) -> str:
+        # checked in cell order within a try, so a duplicate of a sentence accepted earlier in the same try
+        # is rejected too
+        text = clean_answer(answer)
+        reason = check_sentence(text, cells[i])
+        if reason is None and dedup_key(text) in shown:
+            reason = "copy of the example"
+        elif reason is None and dedup_key(text) in seen:
+            reason = "duplicate"
+        if reason is not None:
+            raise ValueError(reason)
+        seen.add(dedup_key(text))
+        return text
+
     started = time.perf_counter()
-    for attempt in range(settings.max_attempts):
-        if not pending:
-            break
-        requests = [_request(cells[i], repeats[i], attempt, settings) for i in pending]
-        responses = run_chat(backend, requests, chunk_size=chunk_size, desc=f"IFQC sentences, try {attempt + 1}",
-                             progress=progress)
-        calls += len(requests)
-        still: list[int] = []
-        for i, response in zip(pending, responses, strict=True):
-            if not response.ok:
-                reason: str | None = "backend error"
-                text = ""
-            else:
-                text = clean_answer(response.text)
-                reason = check_sentence(text, cells[i])
-                if reason is None and dedup_key(text) in shown:
-                    reason = "copy of the example"
-                elif reason is None and dedup_key(text) in seen:
-                    reason = "duplicate"
-            if reason is not None:
-                rejected[reason] += 1
-                still.append(i)
-                continue
-            seen.add(dedup_key(text))
-            accepted[i] = (text, attempt + 1)
-        pending = still
+    asked = ask_until_parsed(backend, len(cells),
+                             lambda i, attempt: _request(cells[i], repeats[i], attempt, settings), accept,
+                             max_attempts=settings.max_attempts, desc="IFQC sentences, try {try}",
+                             progress=progress, chunk_size=chunk_size)
     seconds = time.perf_counter() - started
+    rejected: Counter[str] = Counter()
+    for attempt in range(settings.max_attempts):  # try by try, in cell order: the order they happened
+        for parsed in asked:
+            if attempt < len(parsed.errors):
+                reason = parsed.errors[attempt]
+                rejected["backend error" if reason.startswith("request failed: ") else reason] += 1
     rows = []
-    for i in sorted(accepted):
-        cell, (text, attempt) = cells[i], accepted[i]
+    for cell, parsed in zip(cells, asked, strict=True):
+        if parsed.value is None:
+            continue
+        text = parsed.value
         rows.append({"text": text, "label": TEMPLATE_CLASS[cell.template], "template": cell.template,
                      "ending": cell.ending, "length_band": cell.band, "domain": cell.domain,
-                     "attempt": attempt, "produced_by": backend.name,
+                     "attempt": parsed.attempts, "produced_by": backend.name,
                      "split": split_of(dedup_key(text), settings.heldout_fraction, settings.seed)})
-    counts = {"requested": len(cells), "accepted": len(rows), "calls": calls, "rejected": dict(rejected),
-              "gave_up": len(pending), "seconds": round(seconds, 2),
+    counts = {"requested": len(cells), "accepted": len(rows), "calls": sum(p.attempts for p in asked),
+              "rejected": dict(rejected), "gave_up": sum(p.value is None for p in asked),
+              "seconds": round(seconds, 2),
               "seconds_per_accepted": round(seconds / len(rows), 3) if rows else None,
               "by_template": dict(Counter(r["template"] for r in rows)),
               "by_label": dict(Counter(r["label"] for r in rows))}

@@ -34,7 +34,7 @@ from pathlib import Path
 from typing import Any, Protocol
 
 from convohub.crychic.data_common import TRAIN_CORPUS_SEED, backend_identity, seeded_sample, split_of, words
-from convohub.llm import ChatBackend, ChatRequest, run_chat
+from convohub.llm import ChatBackend, ChatRequest, ask_until_parsed
 from convohub.stages import cached, digest, stage
 
 LABELS = ("polite", "information", "instruction")
@@ -188,27 +188,24 @@ class LLMLabeller:
         return ChatRequest(messages=[*messages, {"role": "user", "content": _ask(sentence)}], **params)
 
     def annotate(self, sentences: Sequence[str]) -> list[Annotation]:
-        out = [Annotation(None, None)] * len(sentences)
-        pending = list(range(len(sentences)))
-        for attempt in range(self.max_attempts):
-            if not pending:
-                break
-            responses = run_chat(self.backend, [self._request(sentences[i], attempt) for i in pending],
-                                 chunk_size=self.chunk_size, desc="sentence labels", progress=self.progress)
-            self.counts["calls"] += len(pending)
-            if attempt:
-                self.counts["retries"] += len(pending)
-            still = []
-            for i, response in zip(pending, responses, strict=True):
-                found = parse_annotation(response.text) if response.ok else Annotation(None, None)
-                if found.usable:
-                    out[i] = found
-                else:
-                    still.append(i)
-            pending = still
-        self.counts["unusable"] += len(pending)
+        def parse(i: int, text: str) -> Annotation | None:
+            found = parse_annotation(text)
+            return found if found.usable else None
+
+        asked = ask_until_parsed(self.backend, len(sentences),
+                                 lambda i, attempt: self._request(sentences[i], attempt), parse,
+                                 max_attempts=self.max_attempts, desc="sentence labels",
+                                 progress=self.progress, chunk_size=self.chunk_size)
+        calls = sum(p.attempts for p in asked)
+        retries = sum(max(p.attempts - 1, 0) for p in asked)
+        if calls:  # a key appears once something is counted under it (the record's labeller_counts)
+            self.counts["calls"] += calls
+        if retries:
+            self.counts["retries"] += retries
+        self.counts["unusable"] += sum(p.value is None for p in asked)
         self.counts["sentences"] += len(sentences)
-        return out
+        unusable = Annotation(None, None)
+        return [unusable if p.value is None else p.value for p in asked]
 
 
 def make_labeller(name: str, *, work: Path | None = None, progress: bool = False,

@@ -4,7 +4,8 @@ Steps build :class:`ChatRequest` objects and hand them to a :class:`ChatBackend`
 a local transformers checkpoint, or any OpenAI-compatible endpoint (vLLM, TGI, `transformers serve`,
 Inference Providers) -- is a deployment choice made with :func:`make_backend` / :func:`backend_from_env`.
 Wrap any backend in :class:`CachedBackend` so interrupted runs resume without repeating paid calls, and
-read structured answers with :func:`parse_json_answer`.
+read structured answers with :func:`parse_json_answer`; :func:`ask_until_parsed` re-asks (a bounded number of
+times) only the items whose answer did not parse.
 
 Heavy imports (torch, transformers, huggingface_hub's inference client) happen only when the backend
 that needs them is used.
@@ -17,7 +18,7 @@ from typing import TYPE_CHECKING, Any
 from .cache import CachedBackend, ResponseCache, cache_key
 from .factory import OFFLINE_SPEC, backend_from_env, default_backend, make_backend
 from .jsonparse import JsonParse, parse_json_answer
-from .runner import response_summary, run_chat
+from .runner import Parsed, ask_until_parsed, response_summary, run_chat
 from .types import ChatBackend, ChatRequest, ChatResponse
 
 if TYPE_CHECKING:
@@ -32,8 +33,10 @@ __all__ = [
     "EndpointBackend",
     "JsonParse",
     "OFFLINE_SPEC",
+    "Parsed",
     "ResponseCache",
     "TransformersBackend",
+    "ask_until_parsed",
     "backend_from_env",
     "cache_key",
     "default_backend",

@@ -24,7 +24,7 @@ import json
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 
-from convohub.llm import ChatBackend, ChatRequest, parse_json_answer, run_chat
+from convohub.llm import ChatBackend, ChatRequest, ask_until_parsed, parse_json_answer
 from convohub.wildfeedback.labels import (
     DOMAIN_LABELS,
     DSAT_DEFINITIONS,
@@ -194,28 +194,13 @@ def identify_many(conversations: Sequence[Sequence[Mapping[str, str]]], backend:
 
         return [Outcome(o.result, o.errors, o.attempts)
                 for o in identify_split(conversations, backend, max_attempts=max_attempts, progress=progress)]
-    outcomes = [Outcome(None, [], 0) for _ in conversations]
-    todo = list(range(len(conversations)))
-    for attempt in range(max_attempts):
-        if not todo:
-            break
-        requests = [labelling_request(conversations[i], attempt, max_new_tokens) for i in todo]
-        responses = run_chat(backend, requests, chunk_size=chunk_size, desc=f"feedback labels (try {attempt + 1})",
-                             progress=progress)
-        still = []
-        for i, response in zip(todo, responses, strict=True):
-            outcomes[i].attempts += 1
-            if not response.ok:
-                outcomes[i].errors.append(f"request failed: {response.error}")
-                still.append(i)
-                continue
-            try:
-                outcomes[i].result = parse_labelling(response.text, sizes[i], backend.name)
-            except LabelError as exc:
-                outcomes[i].errors.append(str(exc))
-                still.append(i)
-        todo = still
-    return outcomes
+    labeller = backend.name
+    asked = ask_until_parsed(backend, len(conversations),
+                             lambda i, attempt: labelling_request(conversations[i], attempt, max_new_tokens),
+                             lambda i, text: parse_labelling(text, sizes[i], labeller),
+                             max_attempts=max_attempts, desc="feedback labels (try {try})", progress=progress,
+                             chunk_size=chunk_size)
+    return [Outcome(p.value, p.errors, p.attempts) for p in asked]
 
 
 def identify(turns: list[dict], backend: ChatBackend | None = None, *, max_attempts: int = 3,

@@ -33,7 +33,7 @@ from importlib import resources
 from pathlib import Path
 from typing import Any
 
-from convohub.llm import ChatBackend, ChatRequest, run_chat
+from convohub.llm import ChatBackend, ChatRequest, ask_until_parsed
 
 __all__ = ["EmbeddingModerator", "ModerationResult", "load_moderation_gold", "moderate", "moderation_agreement",
            "moderation_messages", "offline_moderator", "parse_verdict"]
@@ -149,22 +149,11 @@ def moderate(replies: Sequence[str], moderator: ChatBackend | EmbeddingModerator
         raise ValueError(f"max_attempts must be >= 1, got {max_attempts}")
     if isinstance(moderator, EmbeddingModerator):
         return moderator.review(replies)
-    verdicts: list[bool | None] = [None] * len(replies)
-    todo = list(range(len(replies)))
-    for attempt in range(max_attempts):
-        if not todo:
-            break
-        responses = run_chat(moderator, [_request(replies[i], attempt) for i in todo],
-                             desc=f"moderation (try {attempt + 1})", progress=progress)
-        still = []
-        for i, response in zip(todo, responses, strict=True):
-            verdict = parse_verdict(response.text) if response.ok else None
-            if verdict is None:
-                still.append(i)
-            else:
-                verdicts[i] = verdict
-        todo = still
-    return [ModerationResult(keep=v is False, flagged=v is True, unparsed=v is None) for v in verdicts]
+    asked = ask_until_parsed(moderator, len(replies), lambda i, attempt: _request(replies[i], attempt),
+                             lambda i, text: parse_verdict(text), max_attempts=max_attempts,
+                             desc="moderation (try {try})", progress=progress)
+    return [ModerationResult(keep=p.value is False, flagged=p.value is True, unparsed=p.value is None)
+            for p in asked]
 
 
 #: 60 short assistant replies (30 safe, 30 unsafe) written and labelled by hand for convohub; the unsafe

@@ -27,7 +27,7 @@ import re
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 
-from convohub.llm import ChatBackend, ChatRequest, parse_json_answer, run_chat
+from convohub.llm import ChatBackend, ChatRequest, ask_until_parsed, parse_json_answer
 from convohub.wildfeedback.identify import group_turns
 from convohub.wildfeedback.labels import NA, FeedbackResult
 
@@ -189,26 +189,15 @@ def summarise_many(items: Sequence[tuple[Sequence[Mapping[str, str]], FeedbackRe
     if prompt_style == "episode":
         return summarise_episodes(items, backend, max_attempts=max_attempts, progress=progress)
     sizes = [len(group_turns(turns)) for turns, _ in items]
-    results: list[tuple[list[dict] | None, list[str]]] = [(None, []) for _ in items]
-    todo = list(range(len(items)))
-    for attempt in range(max_attempts):
-        if not todo:
-            break
+
+    def request(i: int, attempt: int) -> ChatRequest:
         params = {"temperature": 0.0} if attempt == 0 else {"temperature": 0.7, "seed": attempt}
-        requests = [ChatRequest.from_prompt(summary_prompt(items[i][0]), max_new_tokens=MAX_NEW_TOKENS, **params)
-                    for i in todo]
-        responses = run_chat(backend, requests, desc=f"preference summaries (try {attempt + 1})", progress=progress)
-        still = []
-        for i, response in zip(todo, responses, strict=True):
-            try:
-                if not response.ok:
-                    raise ValueError(f"request failed: {response.error}")
-                results[i] = (parse_summary(response.text, sizes[i]), results[i][1])
-            except ValueError as exc:
-                results[i][1].append(str(exc))
-                still.append(i)
-        todo = still
-    return results
+        return ChatRequest.from_prompt(summary_prompt(items[i][0]), max_new_tokens=MAX_NEW_TOKENS, **params)
+
+    asked = ask_until_parsed(backend, len(items), request, lambda i, text: parse_summary(text, sizes[i]),
+                             max_attempts=max_attempts, desc="preference summaries (try {try})",
+                             progress=progress)
+    return [(parsed.value, parsed.errors) for parsed in asked]
 
 
 # --- "episode" prompts: one short question per DSAT feedback turn (a small model can follow these) ------
@@ -287,26 +276,16 @@ def summarise_episodes(items: Sequence[tuple[Sequence[Mapping[str, str]], Feedba
         for e, episode in enumerate(plan):
             for k in episode.feedback_turns:
                 questions.append((i, e, k, episode_messages(grouped[episode.query - 1][0], grouped[k - 1][0])))
-    answers: dict[int, str] = {}
-    errors: dict[int, list[str]] = {}
-    todo = list(range(len(questions)))
-    for attempt in range(max_attempts):
-        if not todo:
-            break
+
+    def request(q: int, attempt: int) -> ChatRequest:
         params = {"temperature": 0.0} if attempt == 0 else {"temperature": 0.7, "seed": attempt}
-        requests = [ChatRequest(messages=questions[q][3], max_new_tokens=EPISODE_MAX_NEW_TOKENS, **params)
-                    for q in todo]
-        responses = run_chat(backend, requests, desc=f"preference sentences (try {attempt + 1})", progress=progress)
-        still = []
-        for q, response in zip(todo, responses, strict=True):
-            try:
-                if not response.ok:
-                    raise ValueError(f"request failed: {response.error}")
-                answers[q] = parse_preference_sentence(response.text)
-            except ValueError as exc:
-                errors.setdefault(q, []).append(str(exc))
-                still.append(q)
-        todo = still
+        return ChatRequest(messages=questions[q][3], max_new_tokens=EPISODE_MAX_NEW_TOKENS, **params)
+
+    asked = ask_until_parsed(backend, len(questions), request,
+                             lambda _, text: parse_preference_sentence(text), max_attempts=max_attempts,
+                             desc="preference sentences (try {try})", progress=progress)
+    answers = {q: parsed.value for q, parsed in enumerate(asked) if parsed.value is not None}
+    errors = {q: parsed.errors for q, parsed in enumerate(asked)}
     out: list[tuple[list[dict] | None, list[str]]] = []
     by_item: dict[int, list[int]] = {}
     for q, (i, _, _, _) in enumerate(questions):

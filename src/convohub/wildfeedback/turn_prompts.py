@@ -25,7 +25,7 @@ import re
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 
-from convohub.llm import ChatBackend, ChatRequest, run_chat
+from convohub.llm import ChatBackend, ChatRequest, ask_until_parsed
 from convohub.wildfeedback.labels import NA, FeedbackResult
 from convohub.wildfeedback.rules import LABELLER_NAME, label_turns
 
@@ -165,25 +165,16 @@ class _Question:
 
 def _ask(backend: ChatBackend, questions: list[_Question], max_attempts: int, progress: bool) -> None:
     """Answer every question, re-asking only unparseable ones (bounded); sets ``answer`` or ``errors``."""
-    todo = list(questions)
-    for attempt in range(max_attempts):
-        if not todo:
-            return
-        responses = run_chat(backend, [_request(q.messages, attempt) for q in todo],
-                             desc=f"feedback labels, split prompts (try {attempt + 1})", progress=progress)
-        still = []
-        for q, response in zip(todo, responses, strict=True):
-            if not response.ok:
-                q.errors.append(f"request failed: {response.error}")
-            else:
-                value = (parse_reaction(response.text) if q.field == "reaction"
-                         else parse_label(response.text, q.field.split("_")[0]))
-                if value is not None:
-                    q.answer = value
-                    continue
-                q.errors.append(f"unparseable answer {response.text.strip()[:80]!r}")
-            still.append(q)
-        todo = still
+    def parse(i: int, text: str) -> str | None:
+        q = questions[i]
+        return parse_reaction(text) if q.field == "reaction" else parse_label(text, q.field.split("_")[0])
+
+    asked = ask_until_parsed(backend, len(questions),
+                             lambda i, attempt: _request(questions[i].messages, attempt), parse,
+                             max_attempts=max_attempts, desc="feedback labels, split prompts (try {try})",
+                             progress=progress)
+    for q, parsed in zip(questions, asked, strict=True):
+        q.answer, q.errors = parsed.value, parsed.errors
 
 
 def user_turns_with_context(turns: Sequence[Mapping[str, str]]) -> list[tuple[str, str]]:
