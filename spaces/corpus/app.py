@@ -65,9 +65,9 @@ def show(conversation_id: str) -> list[dict[str, str]]:
 
 def scrub(text: str) -> tuple[str, dict[str, int]]:
     """The PII scrubber convohub runs before publishing any user text, with what it replaced."""
-    from convohub.conversations import scrub_pii, scrub_pii_counts
+    from convohub.conversations import scrub_pii_with_counts
 
-    return scrub_pii(text), scrub_pii_counts(text)
+    return scrub_pii_with_counts(text)
 
 
 def generate(prompt: str, max_new_tokens: int = 40) -> str:
@@ -95,7 +95,11 @@ with gr.Blocks(title="WildChat-format corpus explorer") as demo:
         gr.Button("Filter").click(browse, [country_in, language_in], table, api_name="browse")
         gr.Button("Open").click(show, conv_id, chat, api_name="show")
     with gr.Tab("PII scrubber"):
-        raw = gr.Textbox(label="text", value="Mail me at ana.lopez@example.com or call +1 415-555-0100.")
+        from convohub.conversations.pii import NOT_SCRUBBED
+
+        gr.Markdown(NOT_SCRUBBED)
+        raw = gr.Textbox(label="text", value="Mail me at ana.lopez@example.com or call +1 415-555-0100; "
+                                             "IBAN DE89 3704 0044 0532 0130 00.")
         scrubbed, counts = gr.Textbox(label="scrubbed"), gr.JSON(label="replacements")
         gr.Button("Scrub").click(scrub, raw, [scrubbed, counts], api_name="scrub")
     with gr.Tab("Chat LM"):

@@ -7,7 +7,13 @@
 * :mod:`~convohub.conversations.pii`: the PII scrubber applied before anything is published.
 """
 
-from convohub.conversations.pii import scrub_conversation, scrub_pii, scrub_pii_counts, scrub_pii_with_counts
+from convohub.conversations.pii import (
+    scrub_conversation,
+    scrub_conversation_with_counts,
+    scrub_pii,
+    scrub_pii_counts,
+    scrub_pii_with_counts,
+)
 from convohub.conversations.record import (
     Conversation,
     Turn,
@@ -39,6 +45,7 @@ __all__ = [
     "parse_timestamp",
     "read_wildchat",
     "scrub_conversation",
+    "scrub_conversation_with_counts",
     "scrub_pii",
     "scrub_pii_counts",
     "scrub_pii_with_counts",

@@ -1,83 +1,91 @@
-"""Rule-based PII scrubber applied to every user text convohub publishes.
+"""PII scrubber applied to every user and assistant text convohub publishes.
 
 WildChat already redacts some PII, but derived releases (summaries, feedback pairs, trees) re-expose raw
-turns, so convohub scrubs again with typed placeholders: ``[EMAIL]``, ``[PHONE]``, ``[IP]``, ``[CARD]``,
-``[KEY]``. Rules are deliberately conservative about numbers: years, dates, clock times, version strings
-(``3.11.7``), decimals and thousands-separated amounts are never touched; card candidates must pass the
-Luhn check; IPv6 candidates must parse; phone numbers need a ``+`` country code or a recognisable national
-layout. Rules run in a fixed order (keys and e-mails first, since they contain digits and dots that later
-rules would otherwise split).
+turns, so convohub scrubs again with typed placeholders (``[EMAIL]``, ``[PHONE]``, ``[IP]``, ``[CARD]``,
+``[IBAN]``, ``[SSN]``, ``[KEY]``).
+
+Why presidio: the field's detectors are presidio-analyzer's recognizers, and hand-written regexes leaked
+international phone layouts, IBANs, IDN e-mails and SSNs (issue 16). Its pattern recognizers run without
+an NLP model: e-mails (domain checked against the public-suffix list bundled with ``tldextract``, never
+fetched), phone numbers through Google's ``phonenumbers`` in many regions, IBANs with their mod-97 check,
+Luhn-checked cards, IPv4/IPv6 and US SSNs. convohub keeps its own rules only for what presidio has no
+recognizer for: secrets (API keys, tokens, passwords in URLs and assignments) and obfuscated e-mails
+("ana dot lopez at example dot com").
+
+Numbers that are not PII must survive: years, dates, clock times, version strings, decimals, amounts,
+ISBNs, epoch timestamps. presidio errs towards recall there, so its matches pass convohub's filters
+(:func:`_plausible`) and a score floor that drops its "very weak" SSN guesses.
+
+Not scrubbed: names, street addresses and other free-text identifiers. They need an NER model (presidio's
+``AnalyzerEngine`` wants a spaCy pipeline such as ``en_core_web_lg``) and none installs offline from a
+package index here; :data:`NOT_SCRUBBED` says so in every dataset card.
 """
 
 from __future__ import annotations
 
-import ipaddress
 import re
 from collections import Counter
 from collections.abc import Callable
 from dataclasses import dataclass, replace
-from typing import TYPE_CHECKING
+from functools import cache
+from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
     from convohub.conversations.record import Conversation
 
-PLACEHOLDERS = {"EMAIL": "[EMAIL]", "PHONE": "[PHONE]", "IP": "[IP]", "CARD": "[CARD]", "KEY": "[KEY]"}
+PLACEHOLDERS = {"EMAIL": "[EMAIL]", "PHONE": "[PHONE]", "IP": "[IP]", "CARD": "[CARD]", "IBAN": "[IBAN]",
+                "SSN": "[SSN]", "KEY": "[KEY]"}
+
+#: Markdown for dataset cards: what the scrubber replaces and, as plainly, what it leaves.
+SCRUB_SCOPE = ("e-mail addresses (IDN and obfuscated \"name at domain dot com\" forms included), phone numbers "
+               "(international and national layouts, through `phonenumbers`), IPv4/IPv6 addresses, Luhn-valid "
+               "card numbers, IBANs, US SSNs and secrets (API keys, tokens, passwords) become `[EMAIL]`, "
+               "`[PHONE]`, `[IP]`, `[CARD]`, `[IBAN]`, `[SSN]`, `[KEY]` (presidio-analyzer's recognizers plus "
+               "convohub's rules for secrets)")
+NOT_SCRUBBED = ("**Not scrubbed:** personal names, street addresses and other free-text identifiers (they need an "
+                "NER model, and none installs offline here); national ID numbers other than US SSNs. Do not "
+                "assume a text is anonymous because it passed the scrubber.")
+
+# Presidio entity -> convohub placeholder kind.
+_ENTITY_KIND = {"EMAIL_ADDRESS": "EMAIL", "PHONE_NUMBER": "PHONE", "IP_ADDRESS": "IP", "CREDIT_CARD": "CARD",
+                "IBAN_CODE": "IBAN", "US_SSN": "SSN"}
+# presidio's SSN patterns score 0.05 ("very weak", any 9 digits) up to 0.5; phones score 0.4.
+_MIN_SCORE = 0.4
+# Phone regions tried by phonenumbers for numbers written without a +country code.
+_PHONE_REGIONS = ("US", "GB", "DE", "FR", "IN", "CN", "BR", "ES", "IT", "NL", "RU", "AU", "JP", "MX")
 
 _SECRET_NAMES = (r"api[_-]?key|apikey|access[_-]?token|auth[_-]?token|refresh[_-]?token|id[_-]?token|token|"
                  r"client[_-]?secret|secret|key|password|passwd|pwd|sig|signature|session[_-]?id")
-_OCTET = r"(?:25[0-5]|2[0-4]\d|1\d\d|[1-9]?\d)"
-_IPV4 = rf"{_OCTET}(?:\.{_OCTET}){{3}}"
+_AT = r"(?:\s*[\[({<]\s*at\s*[\])}>]\s*|\s+at\s+)"
+_DOT = r"(?:\s*[\[({<]\s*dot\s*[\])}>]\s*|\s+dot\s+)"
+_TLD = r"(?:com|org|net|edu|gov|io|co|uk|de|fr|es|it|nl|ru|cn|in|br|jp|au|ca|info|biz)"
+
+
+# Words that make "<word> at <word> dot com" ordinary English ("look at this dot com bubble").
+_PLAIN_WORDS = frozenset({"a", "an", "the", "this", "that", "these", "those", "it", "its", "me", "you", "him", "her",
+                          "us", "them", "my", "your", "our", "their", "home", "work", "school", "least", "most",
+                          "all", "once", "first", "last", "night", "noon", "one"})
+
+
+def _not_plain_english(match: re.Match[str]) -> bool:
+    local, domain = re.split(_AT, match.group(0), maxsplit=1, flags=re.IGNORECASE)
+    return not {local.split()[-1].lower(), domain.split()[0].lower()} & _PLAIN_WORDS
 
 
 @dataclass(frozen=True)
 class _Rule:
+    """One of convohub's own rules; group ``value`` (or the whole match) becomes the placeholder."""
+
     kind: str
     pattern: re.Pattern[str]
-    valid: Callable[[re.Match[str]], bool] = lambda m: True
-    keep_prefix: bool = False  # group "prefix" is kept verbatim, the rest becomes the placeholder
+    valid: Callable[[re.Match[str]], bool] = lambda match: True
 
 
-def _luhn_ok(match: re.Match[str]) -> bool:
-    """Card numbers: 13-19 digits passing Luhn; unseparated runs must also start like a card (2-6) and be
-    >= 15 digits, so epoch milliseconds and order numbers survive."""
-    raw = match.group(0)
-    digits = [int(c) for c in raw if c.isdigit()]
-    if not 13 <= len(digits) <= 19:
-        return False
-    if raw.isdigit() and (len(digits) < 15 or raw[0] not in "23456"):
-        return False
-    total = 0
-    for i, d in enumerate(reversed(digits)):
-        if i % 2 == 1:
-            d = d * 2 - 9 if d > 4 else d * 2
-        total += d
-    return total % 10 == 0
-
-
-def _ipv6_ok(match: re.Match[str]) -> bool:
-    """Must parse, and contain a digit and two non-empty groups so ``std::`` or ``a::b`` stay."""
-    text = match.group(0)
-    groups = [g for g in text.split(":") if g]
-    if len(groups) < 2 or not any(c.isdigit() for c in text):
-        return False
-    try:
-        ipaddress.IPv6Address(text)
-    except ValueError:
-        return False
-    return True
-
-
-def _phone_ok(match: re.Match[str]) -> bool:
-    digits = sum(c.isdigit() for c in match.group(0))
-    return 7 <= digits <= 15
-
-
-_RULES: tuple[_Rule, ...] = (
+_OWN_RULES: tuple[_Rule, ...] = (
     # Secrets in URL query strings / assignments: keep "?api_key=", replace the value.
-    _Rule("KEY", re.compile(rf"(?P<prefix>[?&;](?:{_SECRET_NAMES})=)[^&#\s\"'<>]+", re.IGNORECASE),
-          keep_prefix=True),
-    _Rule("KEY", re.compile(rf"(?P<prefix>\b(?:{_SECRET_NAMES})\s*[:=]\s*[\"']?)(?=[A-Za-z0-9_\-./+]*\d)"
-                            r"[A-Za-z0-9_\-./+]{8,}", re.IGNORECASE), keep_prefix=True),
+    _Rule("KEY", re.compile(rf"[?&;](?:{_SECRET_NAMES})=(?P<value>[^&#\s\"'<>]+)", re.IGNORECASE)),
+    _Rule("KEY", re.compile(rf"\b(?:{_SECRET_NAMES})\s*[:=]\s*[\"']?(?P<value>(?=[A-Za-z0-9_\-./+]*\d)"
+                            r"[A-Za-z0-9_\-./+]{8,})", re.IGNORECASE)),
     # Common API-key shapes: OpenAI/Anthropic, Hugging Face, GitHub, AWS, Slack, Google.
     _Rule("KEY", re.compile(r"\bsk-(?:proj-|ant-)?[A-Za-z0-9_\-]{16,}"
                             r"|\bhf_[A-Za-z0-9]{20,}"
@@ -86,45 +94,111 @@ _RULES: tuple[_Rule, ...] = (
                             r"|\b(?:AKIA|ASIA)[0-9A-Z]{16}\b"
                             r"|\bxox[abprs]-[A-Za-z0-9\-]{10,}"
                             r"|\bAIza[0-9A-Za-z_\-]{35}")),
-    _Rule("EMAIL", re.compile(r"\b[A-Za-z0-9._%+\-]+@[A-Za-z0-9\-]+(?:\.[A-Za-z0-9\-]+)*\.[A-Za-z]{2,}\b")),
-    # Cards before phones: "4111 1111 1111 1111" would otherwise look like a phone number.
-    _Rule("CARD", re.compile(r"(?<![\d.,])\d(?:[ \-]?\d){12,18}(?![\d.,]\d)"), _luhn_ok),
-    _Rule("IP", re.compile(rf"(?<![\w:.])(?:[0-9A-Fa-f]{{0,4}}:){{2,7}}(?:{_IPV4}|[0-9A-Fa-f]{{1,4}})?(?![\w:])"),
-          _ipv6_ok),
-    _Rule("IP", re.compile(rf"(?<![\w.]){_IPV4}(?!\.?\d)(?!\w)")),
-    # International: +CC then groups separated by space, dot, dash, optional (area) group.
-    _Rule("PHONE", re.compile(r"(?<![\w+])\+\d{1,3}(?:[ .\-]?\(?\d{1,4}\)?){1,5}[ .\-]?\d{2,4}(?!\w)"),
-          _phone_ok),
-    # US/NANP: (415) 555-0100, 415-555-0100, 415.555.0100, 1-800-555-0100 (one separator style).
-    _Rule("PHONE", re.compile(r"(?<![\w\-.])(?:1[ .\-])?(?:\(\d{3}\)[ ]?\d{3}[ .\-]|\d{3}([ .\-])\d{3}\1)\d{4}"
-                              r"(?![\w\-]|\.\d)")),
-    # European national layouts with a trunk 0: 06 12 34 56 78, 020 7946 0958, 030-1234-5678.
-    _Rule("PHONE", re.compile(r"(?<![\w\-.])0\d(?:[ .](?:\d\d)){4}(?![\w\-]|\.\d)"
-                              r"|(?<![\w\-.])0\d{2,4}([ \-])\d{3,4}\1\d{4}(?![\w\-]|\.\d)")),
+    # Obfuscated e-mails: "ana.lopez [at] example [dot] com", "ana at example dot co dot uk". A bracketed
+    # "at" may be followed by a plain dotted domain; a spaced "at" needs a spelled "dot" before a known TLD,
+    # so "look at this" stays.
+    _Rule("EMAIL", re.compile(rf"(?<![\w.+\-])[\w.+\-]*\w\s*[\[({{<]\s*at\s*[\])}}>]\s*[\w\-]+"
+                              rf"(?:(?:{_DOT}|\.)[\w\-]+)*(?:{_DOT}|\.){_TLD}\b", re.IGNORECASE)),
+    _Rule("EMAIL", re.compile(rf"(?<![\w.+\-])[\w.+\-]*\w(?:{_DOT}[\w.+\-]*\w)*{_AT}[\w\-]+(?:{_DOT}[\w\-]+)*"
+                              rf"{_DOT}{_TLD}\b", re.IGNORECASE), _not_plain_english),
 )
 
 
-def _scrub(text: str, counts: Counter[str]) -> str:
-    for rule in _RULES:
-        def substitute(match: re.Match[str], rule: _Rule = rule) -> str:
-            if not rule.valid(match):
-                return match.group(0)
-            counts[rule.kind] += 1
-            prefix = match.group("prefix") if rule.keep_prefix else ""
-            return prefix + PLACEHOLDERS[rule.kind]
+@cache
+def _recognizers() -> tuple[Any, ...]:
+    """presidio's pattern recognizers, built once (the phone one carries convohub's regions and the e-mail
+    one an offline public-suffix list)."""
+    import tldextract
+    from presidio_analyzer.predefined_recognizers import (
+        CreditCardRecognizer,
+        EmailRecognizer,
+        IbanRecognizer,
+        IpRecognizer,
+        PhoneRecognizer,
+        UsSsnRecognizer,
+    )
 
-        text = rule.pattern.sub(substitute, text)
-    return text
+    # presidio's own check calls tldextract's default extractor, which downloads the public-suffix list on
+    # first use; this one reads the snapshot shipped inside tldextract and never touches the network.
+    offline_suffixes = tldextract.TLDExtract(suffix_list_urls=(), cache_dir=None)
+
+    class OfflineEmailRecognizer(EmailRecognizer):
+        def validate_result(self, pattern_text: str) -> bool:
+            return offline_suffixes(pattern_text.rsplit("@", 1)[-1]).fqdn != ""
+
+    return (OfflineEmailRecognizer(), PhoneRecognizer(supported_regions=_PHONE_REGIONS), IbanRecognizer(),
+            CreditCardRecognizer(), IpRecognizer(), UsSsnRecognizer())
+
+
+_PHONE_CANDIDATE = re.compile(r"\d[\d\s().\-/]{5,}\d")
+
+
+def _plausible(kind: str, text: str, start: int, end: int) -> bool:
+    """convohub's number conservatism on top of presidio: a match glued to letters, digits or version dots
+    is part of something else, an unseparated run is a phone only up to 12 digits (13-digit epoch
+    milliseconds are not), and an unseparated card must start like one (2-6; presidio checks Luhn)."""
+    span = text[start:end]
+    before = text[start - 1] if start > 0 else " "
+    after = text[end:end + 2]
+    if kind in {"PHONE", "CARD", "SSN", "IP"}:
+        if before.isalnum() or before in "._" or (after[:1] in ".:" and after[1:2].isdigit()):
+            return False
+        if after[:1].isalnum() or after[:1] == "_":
+            return False
+    digits = sum(c.isdigit() for c in span)
+    if kind == "PHONE":
+        if not span.startswith("+") and span.isdigit() and digits > 12:
+            return False
+        return 7 <= digits <= 15
+    if kind == "CARD" and span.isdigit():
+        return span[0] in "23456"
+    if kind == "IP" and ":" in span:
+        groups = [g for g in span.split(":") if g]
+        return len(groups) >= 2 and any(c.isdigit() for c in span)
+    return True
+
+
+def _spans(text: str) -> list[tuple[int, int, str, float]]:
+    """(start, end, kind, priority) of every candidate; convohub's own rules first (priority 2)."""
+    found: list[tuple[int, int, str, float]] = []
+    for rule in _OWN_RULES:
+        for match in rule.pattern.finditer(text):
+            if not rule.valid(match):
+                continue
+            group = "value" if "value" in rule.pattern.groupindex else 0
+            found.append((match.start(group), match.end(group), rule.kind, 2.0))
+    if not any(c.isdigit() or c == "@" for c in text):
+        return found
+    for recognizer in _recognizers():
+        entities = recognizer.supported_entities
+        if entities == ["PHONE_NUMBER"] and not _PHONE_CANDIDATE.search(text):
+            continue  # phonenumbers scans the text once per region: skip texts without a digit run
+        for result in recognizer.analyze(text, entities, None):
+            kind = _ENTITY_KIND[result.entity_type]
+            if result.score >= _MIN_SCORE and _plausible(kind, text, result.start, result.end):
+                found.append((result.start, result.end, kind, float(result.score)))
+    return found
 
 
 def scrub_pii_with_counts(text: str) -> tuple[str, dict[str, int]]:
-    """Scrubbed text and the number of replacements per type (only types that occurred)."""
+    """Scrubbed text and the number of replacements per type (only types that occurred).
+
+    Overlapping candidates are resolved by priority (convohub's rules, then presidio's score), then by
+    length, so ``4111 1111 1111 1111`` is one card and not a phone inside a card."""
+    chosen: list[tuple[int, int, str]] = []
+    for start, end, kind, _ in sorted(_spans(text), key=lambda s: (-s[3], -(s[1] - s[0]), s[0])):
+        if all(end <= s or start >= e for s, e, _ in chosen):
+            chosen.append((start, end, kind))
     counts: Counter[str] = Counter()
-    return _scrub(text, counts), dict(counts)
+    out = text
+    for start, end, kind in sorted(chosen, reverse=True):
+        out = out[:start] + PLACEHOLDERS[kind] + out[end:]
+        counts[kind] += 1
+    return out, dict(counts)
 
 
 def scrub_pii(text: str) -> str:
-    """Replace e-mails, phone numbers, IP addresses, card numbers and secret keys with placeholders."""
+    """Replace e-mails, phone numbers, IP addresses, cards, IBANs, SSNs and secrets with placeholders."""
     return scrub_pii_with_counts(text)[0]
 
 
@@ -133,18 +207,20 @@ def scrub_pii_counts(text: str) -> dict[str, int]:
     return scrub_pii_with_counts(text)[1]
 
 
-def scrub_conversation(conv: Conversation) -> Conversation:
+def scrub_conversation_with_counts(conv: Conversation) -> tuple[Conversation, dict[str, int]]:
     """Scrub every turn; a turn (and the conversation) whose text changed is marked ``redacted``, which is
-    what WildChat's own flag means."""
+    what WildChat's own flag means. Also returns the replacements per type, for the dataset card."""
     turns = []
-    changed = False
+    counts: Counter[str] = Counter()
     for turn in conv.turns:
-        clean = scrub_pii(turn.content)
-        if clean != turn.content:
-            changed = True
-            turns.append(replace(turn, content=clean, redacted=True))
-        else:
-            turns.append(turn)
-    if not changed:
-        return conv
-    return replace(conv, turns=tuple(turns), redacted=True)
+        clean, found = scrub_pii_with_counts(turn.content)
+        counts.update(found)
+        turns.append(replace(turn, content=clean, redacted=True) if clean != turn.content else turn)
+    if not counts:
+        return conv, {}
+    return replace(conv, turns=tuple(turns), redacted=True), dict(counts)
+
+
+def scrub_conversation(conv: Conversation) -> Conversation:
+    """:func:`scrub_conversation_with_counts` without the counts."""
+    return scrub_conversation_with_counts(conv)[0]

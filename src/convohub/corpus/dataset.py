@@ -15,6 +15,7 @@ from pathlib import Path
 from string import Template
 from typing import Any
 
+from convohub.conversations.pii import NOT_SCRUBBED, SCRUB_SCOPE
 from convohub.hub import DatasetCardInfo, HubTarget, markdown_table, write_dataset
 
 DATASET_NAME = "wildchat-sample"
@@ -55,7 +56,7 @@ def _content_key(conv: Any) -> str:
 
 def normalise(rows: Iterable[dict[str, Any]]) -> tuple[dict[str, list[dict[str, Any]]], dict[str, Any]]:
     """Rows -> scrubbed, de-duplicated records per split, plus the counts the card reports."""
-    from convohub.conversations import from_wildchat_row, scrub_conversation, scrub_pii_counts
+    from convohub.conversations import from_wildchat_row, scrub_conversation_with_counts
 
     splits: dict[str, list[dict[str, Any]]] = {s: [] for s in SPLITS}
     seen: set[str] = set()
@@ -72,9 +73,8 @@ def normalise(rows: Iterable[dict[str, Any]]) -> tuple[dict[str, list[dict[str, 
             stats["exact_duplicates_dropped"] += 1
             continue
         seen.add(key)
-        for turn in conv.turns:
-            pii.update(scrub_pii_counts(turn.content))
-        clean = scrub_conversation(conv)
+        clean, counts = scrub_conversation_with_counts(conv)
+        pii.update(counts)
         splits[split_of(clean.user_id)].append(clean.to_dict())
     for records in splits.values():
         records.sort(key=lambda r: (str(r["timestamp"]), r["conversation_id"]))
@@ -130,6 +130,8 @@ def build_wildchat_sample(target: HubTarget, repo: Path, *, source: Path | str |
         duplicates=stats["exact_duplicates_dropped"],
         empty=stats["empty_dropped"],
         pii=stats["pii_replaced"],
+        pii_scope=SCRUB_SCOPE,
+        not_scrubbed=NOT_SCRUBBED,
         statistics=_statistics(splits),
     )
     card = DatasetCardInfo(

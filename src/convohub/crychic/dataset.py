@@ -14,6 +14,7 @@ from pathlib import Path
 from string import Template
 from typing import TYPE_CHECKING, Any
 
+from convohub.conversations.pii import NOT_SCRUBBED, SCRUB_SCOPE
 from convohub.corpus.dataset import WILDCHAT_CITATION
 from convohub.hub import DatasetCardInfo, HubTarget, markdown_table, write_dataset
 
@@ -111,7 +112,8 @@ def build_wildchat_tree(target: HubTarget, repo: Path, *, source: Path | None = 
     card = DatasetCardInfo(
         pretty_name="WildChatTree: conversation trees of human-LLM chats (convohub)",
         license="odc-by",
-        description=body.substitute(provenance=provenance, statistics=statistics(records), pii=_pii_line(pii)),
+        description=body.substitute(provenance=provenance, statistics=statistics(records), pii=_pii_line(pii),
+                                     pii_scope=SCRUB_SCOPE, not_scrubbed=NOT_SCRUBBED),
         citation=CRYCHIC_CITATION + "\n\n" + WILDCHAT_CITATION,
         task_categories=("text-classification",),
         tags=("convohub", "crychic", "wildchat", "conversation-trees", "chat-logs"),

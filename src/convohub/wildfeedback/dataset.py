@@ -13,6 +13,7 @@ from pathlib import Path
 from string import Template
 from typing import Any
 
+from convohub.conversations.pii import NOT_SCRUBBED, SCRUB_SCOPE
 from convohub.hub import DatasetCardInfo, HubTarget, markdown_table, write_dataset
 from convohub.wildfeedback.pipeline import (
     PAIR_COLUMNS,
@@ -321,6 +322,8 @@ def _write(target: HubTarget, repo: Path, configs: dict[str, Any], provenance: s
     t1 = stats.get("table1")
     body = Template((repo / "dataset_scripts" / "wildfeedback" / "card.md").read_text(encoding="utf-8")).substitute(
         provenance=provenance,
+        pii_scope=SCRUB_SCOPE,
+        not_scrubbed=NOT_SCRUBBED,
         table1=markdown_table(list(t1), [list(t1.values())]) if t1 else "(no `sat_dsat_annotation` config built)",
         table6=markdown_table(["config", "variant", "# pairs", "prompt length", "response length", "multi-turn"], t6)
         if t6 else "(no preference pairs built)",
