@@ -382,3 +382,22 @@ def test_on_policy_sample_takes_training_users_only_and_is_stable() -> None:
     assert on_policy_sample(skeletons, 10, 0) == small and on_policy_sample(skeletons, 10, 1) != small
     with pytest.raises(ValueError, match="on_policy_max_episodes"):
         on_policy_sample(skeletons, -1, 0)
+
+
+@pytest.mark.parametrize("sizes", [(3, 12), (6, 6)], ids=["other-row-count", "same-row-count"])
+def test_two_builds_in_two_folders_each_load_their_own_rows(tmp_path: Path, sizes: tuple[int, int]) -> None:
+    """Issue 16's recipe: two WildFeedback builds with different rows into two different folders, both
+    loaded with plain ``datasets.load_dataset`` through one cache; each must give its own rows (datasets keys
+    a local folder's cache on the folder name and the card's metadata, not on the Parquet content)."""
+    sample = json.loads((repo_root() / "dataset_scripts" / "wildfeedback" / "sample" / "wildfeedback.json")
+                        .read_text(encoding="utf-8"))
+    cache = tmp_path / "hf-cache"
+    for build, (start, n) in enumerate(zip((0, sizes[0]), sizes, strict=True)):
+        src = tmp_path / f"src{build}"
+        src.mkdir()
+        rows = sample[start:start + n] if start + n <= len(sample) else sample[-n:]
+        (src / "wildfeedback.json").write_text(json.dumps(rows), encoding="utf-8")
+        folder = build_from_source(HubTarget(root=tmp_path / f"hub{build}", namespace="t"), repo_root(), src)
+        loaded = datasets.load_dataset(str(folder), "wildfeedback", split="train", cache_dir=str(cache))
+        assert loaded.num_rows == n
+        assert [p[-1]["content"] for p in loaded["prompt"]] == [r["conversations"][-1]["value"] for r in rows]
