@@ -4,12 +4,14 @@ from __future__ import annotations
 
 import hashlib
 import json
+import os
 from pathlib import Path
 
 import datasets
 import pytest
 from _fake_hub import FakeHub
 
+from convohub.cli import main
 from convohub.hub import (
     DatasetCardInfo,
     HubTarget,
@@ -173,6 +175,55 @@ def test_space_that_imports_convohub_carries_it_and_no_unpublished_pin(tmp_path:
     (src / "requirements.txt").write_text("gradio==6.31.0\n")
     plain = write_space(HubTarget(root=tmp_path / "hub"), "plain", src)
     assert not (plain / "convohub").exists() and (plain / "requirements.txt").read_text() == "gradio==6.31.0\n"
+
+
+def test_space_using_standalone_convohub_modules_gets_copies_not_the_package(tmp_path: Path) -> None:
+    """A metric Space imports only convohub modules that import nothing else of convohub: those files are
+    copied beside it and the imports rewritten (relative in the ``evaluate`` module, so ``evaluate`` copies
+    the file into its cache), and its requirements stay its own."""
+    src = tmp_path / "metric"
+    src.mkdir()
+    (src / "README.md").write_text("---\ntitle: M\nsdk: gradio\napp_file: app.py\n---\n\n# M\n")
+    (src / "requirements.txt").write_text("# convohub comment\nevaluate>=0.4.5,<0.5\nconvohub==0.1.0\n")
+    (src / "app.py").write_text("from convohub.metrics._space import build_metric_demo\ndemo = build_metric_demo\n")
+    (src / "m.py").write_text("import evaluate\n\nfrom convohub.metrics.ndcg import (\n    ndcg_at_k,\n"
+                              "    recall_at_k as recall,\n)\n\nX = 1\n")
+    folder = write_space(HubTarget(root=tmp_path / "hub"), "m", src)
+    assert not (folder / "convohub").exists()
+    assert {p.name for p in folder.glob("convohub_*.py")} == {"convohub_metrics_ndcg.py", "convohub_metrics__space.py"}
+    assert (folder / "m.py").read_text() == ("import evaluate\n\nfrom .convohub_metrics_ndcg import ndcg_at_k, "
+                                             "recall_at_k as recall\n\nX = 1\n")
+    assert (folder / "app.py").read_text().startswith("from convohub_metrics__space import build_metric_demo\n")
+    lines = (folder / "requirements.txt").read_text().splitlines()
+    assert [line for line in lines if not line.startswith("#")] == ["evaluate>=0.4.5,<0.5"]
+
+
+def test_exported_metric_space_loads_with_evaluate_where_convohub_is_not_installed(tmp_path: Path) -> None:
+    """issue 16's must-show for metric Spaces, without the fresh venv (measured at 12 min to install
+    here): a child interpreter that cannot import convohub at all loads the exported folder with
+    ``evaluate.load`` and scores."""
+    import subprocess
+    import sys
+
+    from convohub.metrics.system import SYSTEM
+
+    assert main(["release", "--only", SYSTEM.name, "--out", str(tmp_path)]) == 0
+    folder = tmp_path / "spaces" / "convohub" / "ndcg"
+    script = (
+        "import importlib.abc, sys\n"
+        "class NoConvohub(importlib.abc.MetaPathFinder):\n"
+        "    def find_spec(self, name, path=None, target=None):\n"
+        "        if name == 'convohub' or name.startswith('convohub.'):\n"
+        "            raise ModuleNotFoundError(name)\n"
+        "sys.meta_path.insert(0, NoConvohub())\n"
+        "import evaluate\n"
+        f"m = evaluate.load({str(folder)!r})\n"
+        "print(m.compute(predictions=[[0, 1]], references=[[1.0, 0.0]], k=[1])['ndcg@1'])\n"
+        "print([n for n in sys.modules if n.startswith('convohub')])\n")
+    out = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, cwd=tmp_path,
+                         timeout=300, env={**os.environ, "HF_MODULES_CACHE": str(tmp_path / "modules")})
+    assert out.returncode == 0, out.stderr[-2000:]
+    assert out.stdout.split("\n")[:2] == ["1.0", "[]"]
 
 
 @pytest.mark.parametrize("folder", sorted(p.parent.name for p in (REPO / "spaces").glob("*/requirements.txt"))

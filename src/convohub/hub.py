@@ -14,7 +14,6 @@ from __future__ import annotations
 import json
 import logging
 import os
-import re
 import shutil
 import tempfile
 from collections.abc import Callable, Iterator, Mapping, Sequence
@@ -24,6 +23,8 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 import yaml
+
+from convohub.space_export import export_convohub
 
 if TYPE_CHECKING:  # pragma: no cover - typing only
     import datasets
@@ -378,47 +379,6 @@ def write_model(
 SPACE_REQUIRED_KEYS = ("title", "sdk", "app_file")
 
 
-def _requirement_name(line: str) -> str:
-    """The distribution a requirements line names, lower-cased ('datasets>=4,<6' -> 'datasets')."""
-    return re.split(r"[\s=<>!~;\[@]", line.strip(), maxsplit=1)[0].lower()
-
-
-def _imports_convohub(folder: Path) -> bool:
-    """Whether any Python file of a Space folder imports convohub (``import convohub...`` or
-    ``from convohub... import``), read with ``ast``: the code, not its requirements, says what it needs."""
-    import ast
-
-    for path in sorted(folder.rglob("*.py")):
-        for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"), filename=str(path))):
-            names = ([a.name for a in node.names] if isinstance(node, ast.Import)
-                     else [node.module or ""] if isinstance(node, ast.ImportFrom) and not node.level else [])
-            if any(n == "convohub" or n.startswith("convohub.") for n in names):
-                return True
-    return False
-
-
-def _vendor_convohub(space: Path) -> None:
-    """convohub is on no package index, so a Space whose code imports it gets the package's source next to
-    its app (``convohub/``, importable from the Space root) and convohub's own dependencies appended to its
-    requirements.txt (those it does not name already). A ``convohub`` line, which no index could satisfy, is
-    dropped. The source folders under ``spaces/`` and ``evaluation/`` therefore never name convohub."""
-    import importlib.metadata
-
-    import convohub
-
-    requirements = space / "requirements.txt"
-    lines = requirements.read_text(encoding="utf-8").splitlines()
-    if not _imports_convohub(space):
-        return
-    shutil.copytree(Path(convohub.__file__).parent, space / "convohub",
-                    ignore=shutil.ignore_patterns("__pycache__", "*.pyc"))
-    own = [line for line in lines if line.strip() and _requirement_name(line) != "convohub"]
-    named = {_requirement_name(line) for line in own}
-    deps = [d for d in importlib.metadata.requires("convohub") or []
-            if "extra ==" not in d and _requirement_name(d) not in named]
-    requirements.write_text("\n".join([*own, *deps]) + "\n", encoding="utf-8")
-
-
 def write_space(target: HubTarget, name: str, source: Path, *, extra_front_matter: Mapping[str, Any] | None = None,
                 extra_files: Mapping[str, str] | None = None) -> Path:
     """Export a Gradio Space folder (app + README front matter + requirements) from ``spaces/<system>``.
@@ -447,7 +407,7 @@ def write_space(target: HubTarget, name: str, source: Path, *, extra_front_matte
         for rel, text in (extra_files or {}).items():
             (tmp / rel).parent.mkdir(parents=True, exist_ok=True)
             (tmp / rel).write_text(text, encoding="utf-8")
-        _vendor_convohub(tmp)
+        export_convohub(tmp, meta["app_file"])
         (tmp / "README.md").write_text(render_card(meta, body), encoding="utf-8")
     if target.push:
         push_folder(dest, target, "space", name)

@@ -1,0 +1,133 @@
+"""What an exported Space carries of convohub, which is on no package index.
+
+Two ways, chosen from the Space's code (read with ``ast``, never from its requirements):
+
+* **Inlined modules.** When every convohub import of the Space is ``from convohub.a.b import ...`` of a
+  module that itself imports nothing from convohub (the metric implementations are like that), each such
+  module is copied next to the app as ``convohub_a_b.py`` and the imports are rewritten to it. The Space
+  then needs only its own requirements, and ``evaluate.load(folder_or_hub_id)`` works in any environment
+  with those installed: ``evaluate`` copies a module's *relative* imports (``from .convohub_a_b import``)
+  into its module cache, so files that import ``evaluate`` get the relative form and the app the plain one.
+* **The whole package.** Otherwise the package's source goes next to the app (``convohub/``, importable
+  from the Space root) and convohub's own dependencies are appended to requirements.txt.
+
+Either way a ``convohub`` requirement line, which no index could satisfy, is dropped, so the source folders
+under ``spaces/`` and ``evaluation/`` never name convohub.
+"""
+
+from __future__ import annotations
+
+import ast
+import importlib.metadata
+import re
+import shutil
+from pathlib import Path
+
+__all__ = ["export_convohub", "imports_convohub", "requirement_name"]
+
+INLINED_NOTE = ("# convohub is on no package index: the convohub modules this Space uses are copied next to "
+                "it on export\n# (convohub_*.py, see convohub.space_export); they need nothing beyond the "
+                "lines below.")
+
+
+def requirement_name(line: str) -> str:
+    """The distribution a requirements line names, lower-cased ('datasets>=4,<6' -> 'datasets')."""
+    return re.split(r"[\s=<>!~;\[@]", line.strip(), maxsplit=1)[0].lower()
+
+
+def _is_convohub(name: str) -> bool:
+    return name == "convohub" or name.startswith("convohub.")
+
+
+def _convohub_imports(path: Path) -> list[ast.Import | ast.ImportFrom]:
+    tree = ast.parse(path.read_text(encoding="utf-8"), filename=str(path))
+    return [node for node in ast.walk(tree)
+            if (isinstance(node, ast.Import) and any(_is_convohub(a.name) for a in node.names))
+            or (isinstance(node, ast.ImportFrom) and not node.level and _is_convohub(node.module or ""))]
+
+
+def imports_convohub(folder: Path) -> bool:
+    """Whether any Python file of a Space folder imports convohub."""
+    return any(_convohub_imports(path) for path in sorted(Path(folder).rglob("*.py")))
+
+
+def _module_file(module: str) -> Path | None:
+    """The source file of a convohub *module* (not a package: an ``__init__`` re-exports the package)."""
+    import convohub
+
+    path = Path(convohub.__file__).parent.joinpath(*module.split(".")[1:]).with_suffix(".py")
+    return path if path.is_file() else None
+
+
+def _imports_nothing_of_convohub(path: Path) -> bool:
+    tree = ast.parse(path.read_text(encoding="utf-8"), filename=str(path))
+    return not any(_convohub_imports(path)) and not any(
+        isinstance(node, ast.ImportFrom) and node.level for node in ast.walk(tree))
+
+
+def _inlinable(space: Path) -> dict[str, Path] | None:
+    """convohub module -> its file, when every convohub import of the Space's top-level files is a
+    ``from convohub.x.y import`` of a module importing nothing else of convohub; None otherwise."""
+    if any(path.parent != space and _convohub_imports(path) for path in space.rglob("*.py")):
+        return None
+    modules: dict[str, Path] = {}
+    for path in sorted(space.glob("*.py")):
+        for node in _convohub_imports(path):
+            module = node.module if isinstance(node, ast.ImportFrom) else None
+            file = _module_file(module) if module else None
+            if file is None or not _imports_nothing_of_convohub(file):
+                return None
+            modules[module] = file
+    return modules
+
+
+def _local_name(module: str) -> str:
+    return module.replace(".", "_")
+
+
+def _rewrite_imports(path: Path, relative: bool) -> None:
+    """Point every ``from convohub.x.y import ...`` of ``path`` at the copied ``convohub_x_y`` module."""
+    lines = path.read_text(encoding="utf-8").splitlines(keepends=True)
+    for node in sorted(_convohub_imports(path), key=lambda n: n.lineno, reverse=True):
+        assert isinstance(node, ast.ImportFrom) and node.module  # guaranteed by _inlinable
+        names = ", ".join(a.name + (f" as {a.asname}" if a.asname else "") for a in node.names)
+        indent = lines[node.lineno - 1][: node.col_offset]
+        new = f"{indent}from {'.' if relative else ''}{_local_name(node.module)} import {names}\n"
+        lines[node.lineno - 1: node.end_lineno] = [new]
+    path.write_text("".join(lines), encoding="utf-8")
+
+
+def _uses_evaluate(path: Path) -> bool:
+    tree = ast.parse(path.read_text(encoding="utf-8"), filename=str(path))
+    return any(isinstance(node, ast.Import) and any(a.name == "evaluate" for a in node.names)
+               for node in ast.walk(tree))
+
+
+def export_convohub(space: Path, app_file: str) -> str:
+    """Make an exported Space folder self-sufficient; returns ``"none"``, ``"inlined"`` or ``"package"``."""
+    import convohub
+
+    space = Path(space)
+    requirements = space / "requirements.txt"
+    lines = requirements.read_text(encoding="utf-8").splitlines()
+    if not imports_convohub(space):
+        return "none"
+    own = [line for line in lines if line.strip() and requirement_name(line) != "convohub"]
+    modules = _inlinable(space)
+    if modules is not None:
+        for module, file in modules.items():
+            shutil.copy2(file, space / f"{_local_name(module)}.py")
+        for path in sorted(space.glob("*.py")):
+            if path.name != app_file and not path.name.startswith("convohub_"):
+                _rewrite_imports(path, relative=_uses_evaluate(path))
+        _rewrite_imports(space / app_file, relative=False)
+        kept = [line for line in own if not (line.lstrip().startswith("#") and "convohub" in line)]
+        requirements.write_text("\n".join([INLINED_NOTE, *kept]) + "\n", encoding="utf-8")
+        return "inlined"
+    shutil.copytree(Path(convohub.__file__).parent, space / "convohub",
+                    ignore=shutil.ignore_patterns("__pycache__", "*.pyc"))
+    named = {requirement_name(line) for line in own}
+    deps = [d for d in importlib.metadata.requires("convohub") or []
+            if "extra ==" not in d and requirement_name(d) not in named]
+    requirements.write_text("\n".join([*own, *deps]) + "\n", encoding="utf-8")
+    return "package"
