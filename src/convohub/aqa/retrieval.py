@@ -13,7 +13,9 @@ convohub keeps that contract without a server:
   Elasticsearch's ``(1 + cos) / 2`` so that sum pooling adds positive numbers, as it does upstream.
   ``backend="faiss"`` runs the same pre-filtered search through a faiss ``IndexFlatIP`` with an
   ``IDSelector`` in ``SearchParameters``; ``benchmarks/bench_aqa_retrieval.py`` measures both (the faiss
-  selector path searches query by query and was slower here, hence the default).
+  selector path searches query by query and was slower here, hence the default). The products are small
+  (a few thousand rows by ten queries), so BLAS runs them on one thread by default (``blas_threads``):
+  measured on two shared cores, OpenBLAS's thread hand-off cost more than the product itself.
 * BM25 (bm25s) scores every document for a query from its sparse index, then keeps the candidate rows with
   a positive score (Elasticsearch returns only documents matching a query term) and takes the top k.
 
@@ -27,6 +29,7 @@ import json
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from datetime import datetime, timedelta, timezone
+from functools import lru_cache
 from pathlib import Path
 from typing import Any, Literal
 
@@ -144,10 +147,12 @@ class RetrievalIndex:
 
     def __init__(self, doc_ids: Sequence[str], conversation_hashes: Sequence[str], texts: Sequence[str],
                  timestamps: np.ndarray, countries: Sequence[str], user_names: Sequence[str],
-                 embeddings: np.ndarray | None = None, bm25: Any | None = None, sort: bool = True) -> None:
+                 embeddings: np.ndarray | None = None, bm25: Any | None = None, sort: bool = True,
+                 blas_threads: int | None = 1) -> None:
         """Arrays are row-aligned; ``timestamps`` are epoch seconds. Rows are re-ordered by timestamp unless
         ``sort=False`` (used by :meth:`load`, whose files are already sorted); a BM25 index passed in must
-        already follow the final row order."""
+        already follow the final row order. ``blas_threads`` caps BLAS threads during dense scoring
+        (``None``: BLAS's own default)."""
         n = len(doc_ids)
         sizes = {"conversation_hashes": len(conversation_hashes), "texts": len(texts),
                  "timestamps": len(timestamps), "countries": len(countries), "user_names": len(user_names)}
@@ -165,6 +170,7 @@ class RetrievalIndex:
         self.user_vocab, self.user_codes = _codes(np.asarray(user_names, dtype=object)[order])
         self.embeddings = None if embeddings is None else np.ascontiguousarray(embeddings[order], dtype=np.float32)
         self.bm25 = bm25
+        self.blas_threads = blas_threads
         self._faiss: Any | None = None
 
     def __len__(self) -> int:
@@ -192,7 +198,7 @@ class RetrievalIndex:
                                 count=len(documents)),
                     [d.country for d in documents], [d.user_name for d in documents], embeddings)
         if with_bm25:
-            index.bm25 = _bm25_index(list(index.texts))
+            index.bm25 = bm25_index(list(index.texts))
         return index
 
     # ------------------------------------------------------------------ filtering
@@ -238,15 +244,16 @@ class RetrievalIndex:
             return self._faiss_search(queries, k, lo, hi, local)
         if backend != "blas":
             raise ValueError(f"unknown dense backend {backend!r}: use 'blas' or 'faiss'")
-        if local is None:
-            rows = np.arange(lo, hi)
-            sims = self.embeddings[lo:hi] @ queries.T
-        elif len(local) * 2 < hi - lo:  # selective: gather the few rows
-            rows = lo + local
-            sims = self.embeddings[rows] @ queries.T
-        else:  # most rows pass: score the contiguous slice, then drop the others
-            rows = lo + local
-            sims = (self.embeddings[lo:hi] @ queries.T)[local]
+        with blas_limit(self.blas_threads):
+            if local is None:
+                rows = np.arange(lo, hi)
+                sims = self.embeddings[lo:hi] @ queries.T
+            elif len(local) * 2 < hi - lo:  # selective: gather the few rows
+                rows = lo + local
+                sims = self.embeddings[rows] @ queries.T
+            else:  # most rows pass: score the contiguous slice, then drop the others
+                rows = lo + local
+                sims = (self.embeddings[lo:hi] @ queries.T)[local]
         results = []
         for j in range(len(queries)):
             top = _top_k(sims[:, j], k)
@@ -370,7 +377,22 @@ class RetrievalIndex:
                    embeddings, bm25, sort=False)
 
 
-def _bm25_index(texts: list[str]) -> Any:
+@lru_cache(maxsize=1)
+def _threadpools() -> Any:
+    from threadpoolctl import ThreadpoolController
+
+    return ThreadpoolController()
+
+
+def blas_limit(threads: int | None) -> Any:
+    """A context capping BLAS threads (about 10 us to enter); a no-op context for ``None``."""
+    if threads is None:
+        from contextlib import nullcontext
+        return nullcontext()
+    return _threadpools().limit(limits=threads, user_api="blas")
+
+
+def bm25_index(texts: list[str]) -> Any:
     import bm25s
 
     retriever = bm25s.BM25()
