@@ -10,7 +10,16 @@ from datetime import datetime, timedelta, timezone
 import numpy as np
 import pytest
 
-from convohub.aqa import Document, Filters, Hit, RetrievalIndex, chunk_text, conversation_documents, pool_hits
+from convohub.aqa import (
+    Document,
+    Filters,
+    Hit,
+    RetrievalIndex,
+    chunk_text,
+    conversation_documents,
+    parse_ranking,
+    pool_hits,
+)
 from convohub.aqa.chunking import minilm_tokenizer
 from convohub.metrics import ndcg_at_k, ranking_scores
 
@@ -199,6 +208,8 @@ def test_probe_search_size_rule_and_chunk_merge(synthetic_index):
     assert [h.doc_id for h in hits] == [h.doc_id for h in top_docs if h.doc_id in {x.doc_id for x in hits}]
     with pytest.raises(ValueError, match="at least one query"):
         index.probe_search(np.zeros((0, 16), np.float32), k=5)
+    with pytest.raises(ValueError, match="not one string"):
+        index.probe_search("pasta", k=5, method="bm25")
 
 
 def test_probe_with_minilm_finds_the_topic_within_the_filter():
@@ -288,3 +299,21 @@ def test_ndcg_malformed_cases_match_sklearn_on_the_authors_scores():
         y_score = ranking_scores(ranking, 4)
         for k in (1, 3):
             assert ndcg_at_k([ranking], [W], k=k)[f"ndcg@{k}"] == pytest.approx(ndcg_score([W], [y_score], k=k))
+
+
+@pytest.mark.parametrize(("answer", "expected"), [
+    ('{"explanation": "x", "answer": [2, 0, 1]}', [2, 0, 1]),
+    ('```json\n{"answer": ["3", 1]}\n```', [3, 1]),
+    ('<think>{"answer": [9]}</think> Final: {"answer": [4, 5]}', [4, 5]),
+    ('{"answer": [3, 1, 2], "explanation": "cut off', [3, 1, 2]),  # broken JSON: the bare list is read
+    ('{"answer": ' + str(list(range(12))) + "}", list(range(10))),  # more than ten: first ten kept
+    ("I think option 3 is the best.", []),
+    ('{"answer": ["third", "first"]}', []),
+    (None, []),
+])
+def test_parse_ranking_reads_answers_like_the_authors(answer, expected):
+    assert parse_ranking(answer) == expected
+
+
+def test_unparseable_answer_scores_as_all_options_tied():
+    assert ndcg_at_k([parse_ranking("no idea")], [W], k=1)["ndcg@1"] == pytest.approx(1.5 / 3)

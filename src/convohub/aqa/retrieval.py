@@ -122,6 +122,8 @@ def conversation_documents(records: Iterable[Mapping[str, Any]], context: Litera
                            overlap: int = OVERLAP) -> list[Document]:
     """Documents of WildChat-AQA conversation records (fields ``hash``, ``conversation``, ``summary``,
     ``timestamp``, ``country``, ``user_name``): raw conversations chunked (``<hash>#<i>``), summaries whole."""
+    if context not in ("raw", "summary"):
+        raise ValueError(f"unknown context {context!r}: use 'raw' (chunked conversations) or 'summary'")
     documents = []
     for row, record in enumerate(records):
         fields = ("hash", "timestamp", "country", "user_name", "conversation" if context == "raw" else "summary")
@@ -301,6 +303,8 @@ class RetrievalIndex:
         conversation by ``max`` (paper) or ``sum`` (authors' code) of the hit scores; top ``k``
         conversations, each represented by its best-scoring document. Dense queries are vectors or texts
         (texts are embedded with MiniLM); BM25 queries are texts."""
+        if isinstance(queries, str):
+            raise ValueError("PROBE queries must be a list of strings or an array of vectors, not one string")
         queries = queries[:MAX_QUERIES]
         if len(queries) == 0:
             raise ValueError("PROBE needs at least one query (fall back to the question itself)")
