@@ -21,6 +21,9 @@ convohub keeps that contract without a server:
 
 PROBE (:meth:`RetrievalIndex.probe_search`) runs one filtered search per generated query and merges the
 hits per conversation: max pooling by default (the paper), sum as an option (the authors' code).
+Elasticsearch's ``num_candidates = 5 * k`` is an accuracy knob of its approximate HNSW search; the search
+here is exact, so it has no counterpart. Where a generated query could not be embedded, the authors use the
+question's embedding in its place: callers pass that vector among the query vectors.
 """
 
 from __future__ import annotations
