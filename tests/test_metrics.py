@@ -50,7 +50,7 @@ def _random_questions(rng: np.random.Generator, n_questions: int) -> tuple[list,
             weights = rng.random(n) * (rng.random(n) < 0.6)
         ranking = [int(i) for i in rng.permutation(n)[: rng.integers(0, n + 1)]]  # full, partial or empty
         if ranking and rng.random() < 0.15:
-            ranking += [ranking[0], n + 3, -1]  # duplicates and out-of-range indices are ignored
+            ranking += [ranking[0], n + 3, -1]  # repeated, past-the-end and negative indices (authors' rule)
         predictions.append(ranking)
         references.append(weights.tolist())
     return predictions, references

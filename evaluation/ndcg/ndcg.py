@@ -10,16 +10,19 @@ from convohub.metrics.ndcg import DEFAULT_NDCG_K, DEFAULT_RECALL_K, ndcg_at_k, r
 
 _DESCRIPTION = """\
 NDCG@k for ranking the candidate answers of an aggregative question (WildChat-AQA). A prediction ranks
-option indices best first; ranked options get scores n, n-1, ..., unranked ones 0, and the result equals
-scikit-learn's ndcg_score (linear gain, log2 discount, tied options averaged) averaged over questions, so
-an empty ranking scores the tie-averaged value, not 0. With the "recall" configuration the module instead
+option indices best first; as in the authors' evaluation, the first ten entries are kept, valid ones get
+scores 9, 8, 7, ... (past-the-end indices skipped, a repeated index keeps its last score), unlisted options
+0, and the result equals scikit-learn's ndcg_score (linear gain, log2 discount, tied options averaged)
+averaged over questions, so an empty ranking scores the tie-averaged value, not 0. With the "recall" configuration the module instead
 scores retrieval runs: recall@k = share of a question's gold supporting ids among its top-k retrieved ids.
 """
 
 _KWARGS_DESCRIPTION = """
 Args (configuration "default"):
     predictions (`list[list[int]]`): ranked option indices per question, best first; may be partial or
-        empty. Out-of-range indices are ignored; a repeated index keeps its first rank.
+        empty. Scored as the authors do: entries after the tenth are dropped, indices past the last
+        option are skipped, a repeated index keeps the score of its last occurrence, -1 means the last
+        option (Python indexing).
     references (`list[list[float]]`): non-negative option weights per question (at least two options).
     k (`list[int]`, optional): cut-offs, default (1, 3, 5, 10).
 Args (configuration "recall"):

@@ -1,14 +1,21 @@
 """NDCG@k for WildChat-AQA option rankings, and recall@k for its retrieval runs.
 
 WildChat-AQA asks a model to rank ten candidate answers whose gold relevance is graded (``option_weights``).
-The authors score a ranking by turning it into option scores (the first ranked option gets the highest
-score, unlisted options get 0) and calling scikit-learn's ``ndcg_score``, whose default averages the gain
-of tied options. That convention matters: an empty or partial ranking does not score 0, because the
-unranked options form one tie group that receives their *mean* weight at every position they occupy.
+The authors score a ranking by turning it into option scores and calling scikit-learn's ``ndcg_score``,
+whose default averages the gain of tied options. That convention matters: an empty or partial ranking does
+not score 0, because the unscored options form one tie group that receives their *mean* weight at every
+position they occupy.
+
+Malformed rankings are scored exactly as the authors' evaluation scores them (their ``parse_response_single``
+and ``compute_metrics``; see :func:`ranking_scores`), so convohub's numbers are comparable with the paper's:
+only the first ten entries count, an index past the last option is skipped, a repeated index takes the
+score of its *last* occurrence, a negative index counts from the end as Python indexing does, and an
+unparseable answer is an empty ranking (every option scored 0).
 
 ``ndcg_at_k`` reproduces ``sklearn.metrics.ndcg_score`` exactly under that convention but is vectorised
-over questions: the only ties a ranking can produce are among the unranked options, so the tie-averaged
-DCG reduces to "ranked options in order, then the mean unranked weight on the remaining positions".
+over questions: the only ties the option scores can contain are among the options scored 0, so the
+tie-averaged DCG reduces to "positively scored options in order, then the mean weight of the rest on the
+remaining positions".
 """
 
 from __future__ import annotations
@@ -29,35 +36,75 @@ def _check_ks(k: int | Iterable[int]) -> list[int]:
     return [int(v) for v in ks]
 
 
-def ranking_scores(ranking: Sequence[int], n_options: int) -> np.ndarray:
-    """The option scores the authors derive from one ranking (best first): n, n-1, ... for ranked options, 0
-    for the rest. Indices outside ``[0, n_options)`` are ignored and repeated indices keep their first place,
-    so a malformed model answer degrades the way the authors' parser does instead of raising."""
+#: The authors' parser keeps only this many entries of a ranking (their ``TOPK_PRED``).
+MAX_RANKED = 10
+#: The score of the first ranked option; each later valid entry gets one less (the authors' ``cur_score``).
+FIRST_SCORE = 9.0
+
+
+def _wrap_negative(idx: int, n_options: int, question: int | None) -> int:
+    """Python indexing, as in the authors' ``cur_pred_score[item] = ...``: -1 is the last option. Below
+    ``-n_options`` their evaluation crashes with an IndexError; here that is a ValueError naming the
+    question and the index, since no score would match theirs."""
+    if idx < -n_options:
+        where = "" if question is None else f"question {question}: "
+        raise ValueError(f"{where}ranking index {idx} is below -{n_options} (the authors' evaluation "
+                         "fails with an IndexError on it)")
+    return idx + n_options if idx < 0 else idx
+
+
+def ranking_scores(ranking: Sequence[int], n_options: int, question: int | None = None) -> np.ndarray:
+    """The option scores (``y_score`` of ``ndcg_score``) the authors derive from one ranking, best first.
+
+    Their rule, reproduced entry by entry: keep the first :data:`MAX_RANKED` entries (their answer parser
+    truncates there); walk them with a score starting at 9; an index ``>= n_options`` is skipped without
+    using up a score; any other index gets the current score (overwriting an earlier one, so a repeated
+    index ends with the score of its last occurrence) and the score drops by 1. Unlisted options score 0,
+    so the tenth valid entry ties with them. An empty ranking (also what an unparseable answer becomes)
+    scores every option 0. Negative indices wrap as in Python (see :func:`_wrap_negative`)."""
     scores = np.zeros(n_options, dtype=np.float64)
-    seen: set[int] = set()
-    for idx in ranking:
-        idx = int(idx)
-        if 0 <= idx < n_options and idx not in seen:
-            scores[idx] = n_options - len(seen)
-            seen.add(idx)
+    current = FIRST_SCORE
+    for raw in list(ranking)[:MAX_RANKED]:
+        idx = int(raw)
+        if idx >= n_options:
+            continue
+        scores[_wrap_negative(idx, n_options, question)] = current
+        current -= 1.0
     return scores
 
 
-def _group_ndcg(rankings: list[Sequence[int]], weights: np.ndarray, ks: list[int]) -> np.ndarray:
-    """NDCG for questions that all have ``weights.shape[1]`` options; returns an array (len(ks), questions)."""
+def _group_ndcg(rankings: list[Sequence[int]], weights: np.ndarray, ks: list[int],
+                question_ids: Sequence[int]) -> np.ndarray:
+    """NDCG for questions that all have ``weights.shape[1]`` options; returns an array (len(ks), questions).
+    ``question_ids`` are the questions' positions in the caller's input, for error messages."""
     n_q, n = weights.shape
     lengths = np.fromiter((len(r) for r in rankings), dtype=np.int64, count=n_q)
     flat = np.fromiter(itertools.chain.from_iterable(rankings), dtype=np.int64, count=int(lengths.sum()))
     rows = np.repeat(np.arange(n_q), lengths)
-    keep = (flat >= 0) & (flat < n)
+    # The authors' parser keeps the first MAX_RANKED raw entries, valid or not.
+    raw_pos = np.arange(len(flat)) - np.repeat(np.cumsum(lengths) - lengths, lengths)
+    keep = raw_pos < MAX_RANKED
     flat, rows = flat[keep], rows[keep]
-    # Keep the first occurrence of each (question, option); np.unique returns first indices.
-    _, first = np.unique(rows * n + flat, return_index=True)
-    first.sort()
-    flat, rows = flat[first], rows[first]
+    too_negative = flat < -n
+    if too_negative.any():
+        first_bad = int(np.argmax(too_negative))
+        _wrap_negative(int(flat[first_bad]), n, int(question_ids[rows[first_bad]]))
+    flat = np.where(flat < 0, flat + n, flat)
+    keep = flat < n  # past-the-end indices are skipped without using up a score
+    flat, rows = flat[keep], rows[keep]
+    counts = np.bincount(rows, minlength=n_q)
+    valid_pos = np.arange(len(flat)) - np.repeat(np.cumsum(counts) - counts, counts)
+    # A repeated index ends with the score of its last occurrence: unique over the reversed arrays.
+    _, last_rev = np.unique((rows * n + flat)[::-1], return_index=True)
+    last = np.sort(len(flat) - 1 - last_rev)
+    flat, rows, valid_pos = flat[last], rows[last], valid_pos[last]
+    # Options whose score is 0 (the tenth valid entry) tie with the unlisted ones.
+    positive = FIRST_SCORE - valid_pos > 0
+    flat, rows, valid_pos = flat[positive], rows[positive], valid_pos[positive]
+    order = np.lexsort((valid_pos, rows))
+    flat, rows = flat[order], rows[order]
     n_ranked = np.bincount(rows, minlength=n_q)
-    starts = np.concatenate(([0], np.cumsum(n_ranked)[:-1]))
-    pos = np.arange(len(flat)) - starts[rows]
+    pos = np.arange(len(flat)) - (np.cumsum(n_ranked) - n_ranked)[rows]
 
     ranked_gain = np.zeros((n_q, n))
     ranked_gain[rows, pos] = weights[rows, flat]
@@ -103,7 +150,7 @@ def ndcg_per_question(
         if (weights < 0).any() or not np.isfinite(weights).all():
             bad = idx[int(np.argwhere((weights < 0) | ~np.isfinite(weights))[0, 0])]
             raise ValueError(f"question {bad}: option weights must be finite and non-negative")
-        scores = _group_ndcg([predictions[i] for i in idx], weights, ks)
+        scores = _group_ndcg([predictions[i] for i in idx], weights, ks, idx)
         for j, kk in enumerate(ks):
             result[kk][idx] = scores[j]
     return result
@@ -116,9 +163,10 @@ def ndcg_at_k(
 ) -> dict[str, float]:
     """Mean NDCG@k over questions, as ``{"ndcg@1": ..., "ndcg@3": ...}``.
 
-    ``predictions[i]`` ranks option indices of question ``i`` best first (partial or empty is allowed);
-    ``references[i]`` holds the option weights. Equal to averaging
-    ``sklearn.metrics.ndcg_score([weights], [ranking_scores(ranking, n)], k=k)`` over questions.
+    ``predictions[i]`` ranks option indices of question ``i`` best first (partial, empty or malformed is
+    allowed and scored as the authors score it, see :func:`ranking_scores`); ``references[i]`` holds the
+    option weights. Equal to averaging ``sklearn.metrics.ndcg_score([weights], [ranking_scores(ranking, n)],
+    k=k)`` over questions.
     """
     per_question = ndcg_per_question(predictions, references, k)
     return {f"ndcg@{kk}": float(v.mean()) for kk, v in per_question.items()}
