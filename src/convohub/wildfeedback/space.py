@@ -112,9 +112,26 @@ def compare(turns: list[dict[str, str]], base: Any, aligned: Any, judge: Any, *,
                       with_checklist=True)
     outcome = {"win": "aligned model wins", "lose": "base model wins", "tie": "tie", None: "judge output unparseable"}
     verdict = {"outcome": outcome[j.outcome], "aligned_reward": j.reward,
-               "verdicts (aligned as A, aligned as B)": list(j.verdicts), "checklist": checklist,
+               "verdicts (aligned as A, aligned as B)": list(j.verdicts),
+               "rewards (aligned as A, aligned as B)": list(j.rewards), "checklist": checklist,
                "judge": judge.model_id}
     return {"prompt": prompt, "base": answers[0], "aligned": answers[1], "verdict": verdict}
+
+
+def reward_frame(verdict: Mapping[str, Any]) -> Any:
+    """The judge's reward for the aligned answer in each presentation order and their mean, as bars.
+
+    Rewards run from -2 (base answer much better) to +2 (aligned answer much better); an order whose verdict
+    could not be parsed has no bar. The picture shows at a glance who won and whether the two orders agree.
+    """
+    import pandas as pd
+
+    first, second = verdict["rewards (aligned as A, aligned as B)"]
+    rows = [(name, float(r)) for name, r in (("aligned shown first", first), ("aligned shown second", second))
+            if r is not None]
+    if verdict.get("aligned_reward") is not None:
+        rows.append(("mean (the verdict)", float(verdict["aligned_reward"])))
+    return pd.DataFrame(rows, columns=["judging order", "reward for the aligned answer"])
 
 
 def export_space(target: Any, profile: str = "tiny", repo: Path | None = None) -> Path:
