@@ -17,7 +17,11 @@ from typing import Any
 
 import pandas as pd
 
-__all__ = ["bars", "count_frame", "score_frame", "tree_svg"]
+__all__ = ["ZERO_BASED", "count_frame", "score_frame", "tree_svg"]
+
+#: ``y_lim`` for a ``gr.BarPlot`` whose bars start at zero: Gradio otherwise fits the y axis to the data, so a
+#: single bar, or bars of equal height, collapse to nothing (``None`` leaves the top to the data).
+ZERO_BASED: list[float | None] = [0, None]
 
 
 def count_frame(values: Iterable[Any], label: str, *, top: int = 15) -> pd.DataFrame:
@@ -56,21 +60,6 @@ def score_frame(scores: Mapping[str, Any]) -> pd.DataFrame:
     for key, value in scores.items():
         add(str(key), value)
     return pd.DataFrame(rows, columns=["score", "value"])
-
-
-def bars(frame: pd.DataFrame) -> Any:
-    """A ``gr.BarPlot`` update showing ``frame`` (label column, value column) with zero inside the y axis.
-
-    Gradio fits the y axis to the data, so a single bar, or bars of equal height, collapse to nothing; pinning
-    zero into the range makes every bar as tall as its value.
-    """
-    import gradio as gr
-
-    values = [float(v) for v in frame.iloc[:, 1]] if len(frame) else [0.0]
-    low, high = min(0.0, *values), max(0.0, *values)
-    if low == high:
-        high = 1.0
-    return gr.BarPlot(value=frame, y_lim=[low, high])
 
 
 # ------------------------------------------------------------------------------------------- tree drawing

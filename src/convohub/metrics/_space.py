@@ -37,7 +37,7 @@ def build_metric_demo(
 
     folder = str(Path(folder).resolve())
 
-    from convohub.charts import bars, score_frame
+    from convohub.charts import ZERO_BASED, score_frame
 
     def score(predictions: str, references: str, kwargs: str, config_name: str | None = None) -> tuple[dict, Any]:
         try:
@@ -47,7 +47,7 @@ def build_metric_demo(
                                     **extra)
         except Exception as exc:  # shown to the Space user instead of a stack trace
             raise gr.Error(f"{type(exc).__name__}: {exc}") from exc
-        return scores, bars(score_frame(scores))
+        return scores, score_frame(scores)
 
     inputs = [
         gr.Textbox(label="predictions (JSON)", lines=4, value=json.dumps(example_predictions)),
@@ -56,7 +56,8 @@ def build_metric_demo(
     ]
     if config_names:
         inputs.append(gr.Dropdown(choices=list(config_names), value=config_names[0], label="configuration"))
-    outputs = [gr.JSON(label="scores"), gr.BarPlot(x="score", y="value", label="scores", elem_id="score-chart")]
+    outputs = [gr.JSON(label="scores"), gr.BarPlot(x="score", y="value", y_lim=ZERO_BASED, label="scores",
+                                                    elem_id="score-chart")]
     demo = gr.Interface(fn=score, inputs=inputs, outputs=outputs, title=title, description=description,
                         flagging_mode="never")
     return demo.queue(default_concurrency_limit=1, max_size=128)

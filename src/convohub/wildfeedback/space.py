@@ -118,20 +118,21 @@ def compare(turns: list[dict[str, str]], base: Any, aligned: Any, judge: Any, *,
     return {"prompt": prompt, "base": answers[0], "aligned": answers[1], "verdict": verdict}
 
 
-def reward_frame(verdict: Mapping[str, Any]) -> Any:
-    """The judge's reward for the aligned answer in each presentation order and their mean, as bars.
+def verdict_frame(verdict: Mapping[str, Any]) -> Any:
+    """How many of the two judging orders favoured each side, as bars (aligned better / tie / base better).
 
-    Rewards run from -2 (base answer much better) to +2 (aligned answer much better); an order whose verdict
-    could not be parsed has no bar. The picture shows at a glance who won and whether the two orders agree.
+    The judge sees each pair twice, with the answers swapped, so the picture shows at a glance who won and
+    whether the two orders agree; every category is present (zeros included) so a tie is a visible bar of 2,
+    not an empty chart. An order whose verdict could not be parsed counts as "unparsed".
     """
     import pandas as pd
 
-    first, second = verdict["rewards (aligned as A, aligned as B)"]
-    rows = [(name, float(r)) for name, r in (("aligned shown first", first), ("aligned shown second", second))
-            if r is not None]
-    if verdict.get("aligned_reward") is not None:
-        rows.append(("mean (the verdict)", float(verdict["aligned_reward"])))
-    return pd.DataFrame(rows, columns=["judging order", "reward for the aligned answer"])
+    counts = {"aligned better": 0, "tie": 0, "base better": 0}
+    for reward in verdict["rewards (aligned as A, aligned as B)"]:
+        key = ("unparsed" if reward is None else "aligned better" if reward > 0
+               else "base better" if reward < 0 else "tie")
+        counts[key] = counts.get(key, 0) + 1
+    return pd.DataFrame(list(counts.items()), columns=["verdict", "judging orders"])
 
 
 def export_space(target: Any, profile: str = "tiny", repo: Path | None = None) -> Path:
