@@ -11,7 +11,9 @@ Printed per Space: errors, p50 and p95 latency of the call (seconds, from the cl
 included), and the wall time of the burst. Exits non-zero when any request failed.
 
 Run: ``python benchmarks/bench_spaces.py [--clients 50] [--deadline 300] [--only corpus reqap ...]``
-(about two minutes on two CPU cores).
+(about 80 seconds on two CPU cores). Measured 2026-11-25 on 2 shared cores: 0 errors on all nine Spaces,
+p95 2.9-4.8 s; ``--clients 200`` overflows the 128-place queue (67 "Queue is full" errors on ndcg), which
+shows the bound holds and that this benchmark can fail.
 """
 
 from __future__ import annotations
