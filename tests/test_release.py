@@ -98,8 +98,9 @@ def test_space_export_and_app(release_root: Path, monkeypatch: pytest.MonkeyPatc
         client = Client(app.demo.local_url, verbose=False)
         scrubbed, counts = client.predict("write to bob@example.org", api_name="/scrub")
         assert scrubbed == "write to [EMAIL]" and counts == {"EMAIL": 1}
-        table = client.predict("(all)", "(all)", api_name="/browse")
+        table, by_country, _ = client.predict("(all)", "(all)", api_name="/browse")
         assert len(table["data"]) > 0
+        assert sum(count for _, count in by_country["data"]) >= len(table["data"])  # the chart counts them all
         first_id = table["data"][0][0]
         chat = client.predict(first_id, api_name="/show")
         assert chat and chat[0]["role"] == "user"

@@ -63,8 +63,9 @@ def test_app_answers_with_tree_and_trace(dataset: Path, tmp_path: Path, monkeypa
         client = Client(app.demo.local_url, verbose=False)
         personas = client.predict(api_name="/personas")
         assert personas[0] == "test_persona_0"
-        answer, tree, trace = client.predict("test_persona_0", None, TV_HOURS, api_name="/answer")
+        answer, picture, tree, trace = client.predict("test_persona_0", None, TV_HOURS, api_name="/answer")
         assert float(answer) > 0
+        assert picture.startswith("<svg") and picture.count('<g class="node">') == 3  # the tree, drawn
         assert "APPLY(" in tree and "\n  EXTRACT(" in tree and "\n    RETRIEVE(" in tree
         assert trace["headers"][:3] == ["node", "depth", "operator"]
         assert [row[2] for row in trace["data"]] == ["APPLY", "EXTRACT", "RETRIEVE"]
@@ -73,9 +74,9 @@ def test_app_answers_with_tree_and_trace(dataset: Path, tmp_path: Path, monkeypa
         assert trace["data"][0][6] == answer.split("\n")[0]  # the APPLY node's output is the answer
 
         upload = _write_csv(tmp_path / "p_obs.csv", dataset)
-        same, _, _ = client.predict("(uploaded file)", handle_file(str(upload)), TV_HOURS, api_name="/answer")
+        same, _, _, _ = client.predict("(uploaded file)", handle_file(str(upload)), TV_HOURS, api_name="/answer")
         assert same == answer
-        failed, tree2, rows = client.predict("test_persona_0", None, "What is the meaning of life?",
+        failed, _, tree2, rows = client.predict("test_persona_0", None, "What is the meaning of life?",
                                              api_name="/answer")
         assert "NoTree" in failed and "(no tree)" in tree2
     finally:

@@ -65,7 +65,8 @@ def test_space_app_through_gradio_client(monkeypatch: pytest.MonkeyPatch) -> Non
         assert "Revision" in rows[1][3] and "Gratitude" in rows[2][2]
         assert prefs and prefs[0]["query"] == 1 and prefs[0]["preferences"]
         assert "rules" in source and "DSAT: True" in source
-        base, aligned, verdict = client.predict(EXAMPLE, 16, api_name="/compare")
+        base, aligned, verdicts, verdict = client.predict(EXAMPLE, 16, api_name="/compare")
+        assert verdicts["data"] == [["aligned better", 0], ["tie", 2], ["base better", 0]]  # the chart: both tie
         assert isinstance(base, str) and isinstance(aligned, str)
         assert verdict["judge"] == "convohub-lexical-judge" and verdict["checklist"] == prefs[0]["preferences"]
         assert verdict["outcome"] == "tie"  # same model on both sides: identical answers tie in both orders

@@ -14,6 +14,8 @@ from typing import Any
 
 import gradio as gr
 
+from convohub.charts import ZERO_BASED
+
 DATASET = os.environ.get("CONVOHUB_DATASET", "convohub/wildchat-sample")
 MODEL = os.environ.get("CONVOHUB_MODEL", "convohub/wildchat-chat-lm-tiny")
 ALL = "(all)"
@@ -39,20 +41,32 @@ def facets() -> tuple[list[str], list[str]]:
     return [ALL, *sorted(set(ds["country"]))], [ALL, *sorted(set(ds["language"]))]
 
 
-def browse(country: str, language: str, limit: int = 50) -> list[list[Any]]:
-    """Rows (id, user, time, turns, first prompt) of the conversations matching the filters."""
+def facet_choices() -> tuple[Any, Any]:
+    """The country and language dropdowns filled with what the split holds, when the page loads (building
+    them at import would read the dataset before the Space has even started)."""
+    countries, languages = facets()
+    return gr.Dropdown(choices=countries), gr.Dropdown(choices=languages)
+
+
+def _matching(country: str, language: str) -> list[dict[str, Any]]:
+    return [rec for rec in _conversations()
+            if (country in (ALL, None, "") or rec["country"] == country)
+            and (language in (ALL, None, "") or rec["language"] == language)]
+
+
+def browse(country: str, language: str, limit: int = 50) -> tuple[list[list[Any]], Any, Any]:
+    """Rows (id, user, time, turns, first prompt) of the first ``limit`` conversations matching the filters,
+    and how many of all matching conversations come from each country and each language (as bar charts)."""
+    from convohub.charts import count_frame
+
+    matching = _matching(country, language)
     rows = []
-    for rec in _conversations():
-        if country not in (ALL, None, "") and rec["country"] != country:
-            continue
-        if language not in (ALL, None, "") and rec["language"] != language:
-            continue
+    for rec in matching[:limit]:
         first = next((t["content"] for t in rec["turns"] if t["role"] == "user"), "")
         rows.append([rec["conversation_id"], rec["user_id"], str(rec["timestamp"])[:16], len(rec["turns"]),
                      first[:120]])
-        if len(rows) >= limit:
-            break
-    return rows
+    return (rows, count_frame((r["country"] for r in matching), "country"),
+            count_frame((r["language"] for r in matching), "language"))
 
 
 def show(conversation_id: str) -> list[dict[str, str]]:
@@ -90,10 +104,17 @@ with gr.Blocks(title="WildChat-format corpus explorer") as demo:
             language_in = gr.Dropdown([ALL], value=ALL, label="language", allow_custom_value=True)
         table = gr.Dataframe(headers=["conversation_id", "user_id", "time", "turns", "first prompt"],
                              interactive=False)
+        with gr.Row():
+            by_country = gr.BarPlot(x="country", y="count", sort="-y", y_lim=ZERO_BASED,
+                                    label="conversations per country", elem_id="country-chart")
+            by_language = gr.BarPlot(x="language", y="count", sort="-y", y_lim=ZERO_BASED,
+                                     label="conversations per language", elem_id="language-chart")
         conv_id = gr.Textbox(label="conversation_id to open")
         chat = gr.Chatbot(label="conversation")
-        gr.Button("Filter").click(browse, [country_in, language_in], table, api_name="browse")
+        gr.Button("Filter").click(browse, [country_in, language_in], [table, by_country, by_language],
+                                  api_name="browse")
         gr.Button("Open").click(show, conv_id, chat, api_name="show")
+        demo.load(facet_choices, None, [country_in, language_in], api_visibility="private")
     with gr.Tab("PII scrubber"):
         from convohub.conversations.pii import NOT_SCRUBBED
 
@@ -107,6 +128,11 @@ with gr.Blocks(title="WildChat-format corpus explorer") as demo:
         n_tokens = gr.Slider(8, 128, value=40, step=8, label="max new tokens")
         answer = gr.Textbox(label="model output")
         gr.Button("Generate").click(generate, [prompt, n_tokens], answer, api_name="generate")
+
+# One request at a time per event (generation shares one model and a CPU Space has few cores); up to 128
+# visitors wait in the queue instead of being refused. benchmarks/bench_spaces.py checks that 50 concurrent
+# clients all get answers.
+demo.queue(default_concurrency_limit=1, max_size=128)
 
 if __name__ == "__main__":
     demo.launch()

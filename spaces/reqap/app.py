@@ -60,8 +60,9 @@ def personas() -> list[str]:
     return persona_ids(_dataset(), SPLIT)
 
 
-def answer(persona_id: str, upload: Any, question: str) -> tuple[str, str, list[list[Any]]]:
-    """Answer, operator tree (Markdown) and per-node trace rows for the chosen persona or upload."""
+def answer(persona_id: str, upload: Any, question: str) -> tuple[str, str, str, list[list[Any]]]:
+    """Answer, operator tree (drawn as SVG and as a Markdown outline) and per-node trace rows for the chosen
+    persona or upload."""
     try:
         if persona_id == UPLOAD or (upload and not persona_id):
             if not upload:
@@ -70,10 +71,10 @@ def answer(persona_id: str, upload: Any, question: str) -> tuple[str, str, list[
             store = space.events_from_ics(path) if path.lower().endswith(".ics") else space.events_from_csv(path)
         else:
             store = _persona(persona_id)
-        text, tree, rows, _ = space.ask(_system(), question, store)
+        text, tree, rows, result = space.ask(_system(), question, store)
     except (ValueError, KeyError, FileNotFoundError) as err:
         raise gr.Error(str(err)) from err
-    return text, tree, rows
+    return text, space.tree_picture(result["tree"]), tree, rows
 
 
 def _choices() -> list[str]:
@@ -104,13 +105,20 @@ with gr.Blocks(title="ReQAP: operator trees over personal data") as demo:
     question_in = gr.Textbox(label="question", value="How many hours have I spent watching TV series altogether?")
     run = gr.Button("Answer", variant="primary")
     answer_out = gr.Textbox(label="answer")
-    tree_out = gr.Markdown(label="operator tree")
+    picture_out = gr.HTML(label="operator tree", elem_id="tree-picture")
+    tree_out = gr.Markdown(label="operator tree (outline)")
     trace_out = gr.Dataframe(headers=space.TRACE_HEADERS, label="per-node inputs and outputs", interactive=False)
     examples = _examples()
     if examples:
         gr.Examples(examples, [persona_in, question_in])
-    run.click(answer, [persona_in, upload_in, question_in], [answer_out, tree_out, trace_out], api_name="answer")
+    run.click(answer, [persona_in, upload_in, question_in], [answer_out, picture_out, tree_out, trace_out],
+              api_name="answer")
     gr.Button("List personas", visible=False).click(personas, None, gr.JSON(visible=False), api_name="personas")
+
+# One question at a time (the cached system and persona stores are shared, and on a CPU Space a second worker
+# only splits the same cores); up to 128 visitors wait in the queue instead of being refused.
+# benchmarks/bench_spaces.py checks that 50 concurrent clients all get answers.
+demo.queue(default_concurrency_limit=1, max_size=128)
 
 if __name__ == "__main__":
     demo.launch()

@@ -17,7 +17,7 @@ from typing import Any
 
 import gradio as gr
 
-from convohub.wildfeedback.space import EXAMPLE, analyse, compare, parse_conversation
+from convohub.wildfeedback.space import EXAMPLE, analyse, compare, parse_conversation, verdict_frame
 
 MODEL = os.environ.get("CONVOHUB_MODEL", "convohub/wildfeedback-tiny-dpo")
 BASE_MODEL = os.environ.get("CONVOHUB_BASE_MODEL", "smollm2")
@@ -56,13 +56,14 @@ def labels(text: str) -> tuple[list[list[str]], list[dict[str, Any]], str]:
     return out["rows"], out["summary"], note
 
 
-def side_by_side(text: str, max_new_tokens: float = 48) -> tuple[str, str, dict[str, Any]]:
-    """Base vs aligned answer to the query the preferences are about, and the judge's verdict."""
+def side_by_side(text: str, max_new_tokens: float = 48) -> tuple[str, str, Any, dict[str, Any]]:
+    """Base vs aligned answer to the query the preferences are about, the judge's verdicts of both orders as
+    bars, and its full verdict."""
     turns = _turns(text)
     summary = analyse(turns, _llm())["summary"]
     base, aligned, judge = _backends()
     out = compare(turns, base, aligned, judge, max_new_tokens=int(max_new_tokens), summary=summary)
-    return out["base"], out["aligned"], out["verdict"]
+    return out["base"], out["aligned"], verdict_frame(out["verdict"]), out["verdict"]
 
 
 with gr.Blocks(title="WildFeedback explorer") as demo:
@@ -83,9 +84,17 @@ with gr.Blocks(title="WildFeedback explorer") as demo:
         with gr.Row():
             base_out = gr.Textbox(label="base model")
             aligned_out = gr.Textbox(label="aligned model")
+        verdicts = gr.BarPlot(x="verdict", y="judging orders", y_lim=[0, 2],
+                             sort=["aligned better", "tie", "base better", "unparsed"],
+                             label="who the judge favoured, over both orders of the answers", elem_id="verdict-chart")
         verdict = gr.JSON(label="judge verdict")
-        gr.Button("Compare").click(side_by_side, [conversation, n_tokens], [base_out, aligned_out, verdict],
+        gr.Button("Compare").click(side_by_side, [conversation, n_tokens], [base_out, aligned_out, verdicts, verdict],
                                    api_name="compare")
+
+# One generation at a time (the models are shared and a CPU Space has few cores); up to 128 visitors wait in
+# the queue instead of being refused. benchmarks/bench_spaces.py checks that 50 concurrent clients all get
+# answers.
+demo.queue(default_concurrency_limit=1, max_size=128)
 
 if __name__ == "__main__":
     demo.launch()

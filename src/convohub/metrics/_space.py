@@ -30,19 +30,24 @@ def build_metric_demo(
     config_names: tuple[str, ...] = (),
 ) -> Any:
     """A ``gr.Interface`` with three JSON text boxes (predictions, references, extra keyword arguments)
-    and the metric's scores as JSON output. ``config_names`` adds a dropdown when the module has several."""
+    and the metric's scores as JSON and as a bar chart. ``config_names`` adds a dropdown when the module has
+    several. The queue serves one computation at a time and lets up to 128 visitors wait rather than refusing
+    them (benchmarks/bench_spaces.py checks 50 concurrent clients)."""
     import gradio as gr
 
     folder = str(Path(folder).resolve())
 
-    def score(predictions: str, references: str, kwargs: str, config_name: str | None = None) -> dict:
+    from convohub.charts import ZERO_BASED, score_frame
+
+    def score(predictions: str, references: str, kwargs: str, config_name: str | None = None) -> tuple[dict, Any]:
         try:
             extra = json.loads(kwargs) if kwargs.strip() else {}
             metric = _load(folder, config_name or None)
-            return metric.compute(predictions=json.loads(predictions), references=json.loads(references),
-                                  **extra)
+            scores = metric.compute(predictions=json.loads(predictions), references=json.loads(references),
+                                    **extra)
         except Exception as exc:  # shown to the Space user instead of a stack trace
             raise gr.Error(f"{type(exc).__name__}: {exc}") from exc
+        return scores, score_frame(scores)
 
     inputs = [
         gr.Textbox(label="predictions (JSON)", lines=4, value=json.dumps(example_predictions)),
@@ -51,5 +56,8 @@ def build_metric_demo(
     ]
     if config_names:
         inputs.append(gr.Dropdown(choices=list(config_names), value=config_names[0], label="configuration"))
-    return gr.Interface(fn=score, inputs=inputs, outputs=gr.JSON(label="scores"), title=title,
-                        description=description, flagging_mode="never")
+    outputs = [gr.JSON(label="scores"), gr.BarPlot(x="score", y="value", y_lim=ZERO_BASED, label="scores",
+                                                    elem_id="score-chart")]
+    demo = gr.Interface(fn=score, inputs=inputs, outputs=outputs, title=title, description=description,
+                        flagging_mode="never")
+    return demo.queue(default_concurrency_limit=1, max_size=128)

@@ -21,7 +21,7 @@ from convohub.reqap.events import EventStore
 from convohub.reqap.executor import REFERENCE_DATE
 
 __all__ = ["OBS_COLUMNS", "TRACE_HEADERS", "ask", "events_from_csv", "events_from_ics", "example_questions",
-           "export_space", "resolve_folder", "tree_markdown"]
+           "export_space", "resolve_folder", "tree_markdown", "tree_picture"]
 
 SPACE_NAME = "reqap-demo"
 OBS_COLUMNS = ("id", "structured_event_id", "start_date", "start_time", "end_date", "end_time", "event_type",
@@ -103,6 +103,18 @@ def tree_markdown(tree: str | None) -> str:
     from convohub.reqap.cli import render_tree
 
     return f"```\n{render_tree(tree)}\n```"
+
+
+def tree_picture(tree: str | None) -> str:
+    """The operator tree drawn as an SVG graph (boxes and edges), for the Space's picture next to the outline."""
+    from convohub.charts import tree_svg
+
+    if not tree:
+        return tree_svg([])
+    from convohub.reqap.parse import parse_tree
+    from convohub.reqap.pipeline import tree_outline
+
+    return tree_svg(tree_outline(parse_tree(tree)))
 
 
 def trace_rows(trace: list[Mapping[str, Any]]) -> list[list[Any]]:

@@ -112,9 +112,27 @@ def compare(turns: list[dict[str, str]], base: Any, aligned: Any, judge: Any, *,
                       with_checklist=True)
     outcome = {"win": "aligned model wins", "lose": "base model wins", "tie": "tie", None: "judge output unparseable"}
     verdict = {"outcome": outcome[j.outcome], "aligned_reward": j.reward,
-               "verdicts (aligned as A, aligned as B)": list(j.verdicts), "checklist": checklist,
+               "verdicts (aligned as A, aligned as B)": list(j.verdicts),
+               "rewards (aligned as A, aligned as B)": list(j.rewards), "checklist": checklist,
                "judge": judge.model_id}
     return {"prompt": prompt, "base": answers[0], "aligned": answers[1], "verdict": verdict}
+
+
+def verdict_frame(verdict: Mapping[str, Any]) -> Any:
+    """How many of the two judging orders favoured each side, as bars (aligned better / tie / base better).
+
+    The judge sees each pair twice, with the answers swapped, so the picture shows at a glance who won and
+    whether the two orders agree; every category is present (zeros included) so a tie is a visible bar of 2,
+    not an empty chart. An order whose verdict could not be parsed counts as "unparsed".
+    """
+    import pandas as pd
+
+    counts = {"aligned better": 0, "tie": 0, "base better": 0}
+    for reward in verdict["rewards (aligned as A, aligned as B)"]:
+        key = ("unparsed" if reward is None else "aligned better" if reward > 0
+               else "base better" if reward < 0 else "tie")
+        counts[key] = counts.get(key, 0) + 1
+    return pd.DataFrame(list(counts.items()), columns=["verdict", "judging orders"])
 
 
 def export_space(target: Any, profile: str = "tiny", repo: Path | None = None) -> Path:
