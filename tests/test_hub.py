@@ -190,7 +190,9 @@ def test_space_using_standalone_convohub_modules_gets_copies_not_the_package(tmp
                               "    recall_at_k as recall,\n)\n\nX = 1\n")
     folder = write_space(HubTarget(root=tmp_path / "hub"), "m", src)
     assert not (folder / "convohub").exists()
-    assert {p.name for p in folder.glob("convohub_*.py")} == {"convohub_metrics_ndcg.py", "convohub_metrics__space.py"}
+    assert {p.name for p in folder.glob("convohub_*.py")} == {"convohub_metrics_ndcg.py", "convohub_metrics__space.py",
+                                                              "convohub_charts.py"}  # _space's own import
+    assert "from convohub_charts import" in (folder / "convohub_metrics__space.py").read_text()
     assert (folder / "m.py").read_text() == ("import evaluate\n\nfrom .convohub_metrics_ndcg import ndcg_at_k, "
                                              "recall_at_k as recall\n\nX = 1\n")
     assert (folder / "app.py").read_text().startswith("from convohub_metrics__space import build_metric_demo\n")
@@ -219,11 +221,13 @@ def test_exported_metric_space_loads_with_evaluate_where_convohub_is_not_install
         "import evaluate\n"
         f"m = evaluate.load({str(folder)!r})\n"
         "print(m.compute(predictions=[[0, 1]], references=[[1.0, 0.0]], k=[1])['ndcg@1'])\n"
-        "print([n for n in sys.modules if n.startswith('convohub')])\n")
+        f"sys.path.insert(0, {str(folder)!r})\n"
+        "import app\n"  # the Gradio app builds from the copied modules too
+        "print([n for n in sys.modules if n.split('.')[0] == 'convohub'], type(app.demo).__name__)\n")
     out = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, cwd=tmp_path,
                          timeout=300, env={**os.environ, "HF_MODULES_CACHE": str(tmp_path / "modules")})
     assert out.returncode == 0, out.stderr[-2000:]
-    assert out.stdout.split("\n")[:2] == ["1.0", "[]"]
+    assert out.stdout.split("\n")[:2] == ["1.0", "[] Interface"]
 
 
 @pytest.mark.parametrize("folder", sorted(p.parent.name for p in (REPO / "spaces").glob("*/requirements.txt"))

@@ -2,9 +2,10 @@
 
 Two ways, chosen from the Space's code (read with ``ast``, never from its requirements):
 
-* **Inlined modules.** When every convohub import of the Space is ``from convohub.a.b import ...`` of a
-  module that itself imports nothing from convohub (the metric implementations are like that), each such
-  module is copied next to the app as ``convohub_a_b.py`` and the imports are rewritten to it. The Space
+* **Inlined modules.** When every convohub import of the Space, and of the modules it reaches, is
+  ``from convohub.a.b import ...`` of a module file (the metric implementations and their Gradio helper are
+  like that), each such module is copied next to the app as ``convohub_a_b.py`` and the imports are
+  rewritten to it. The Space
   then needs only its own requirements, and ``evaluate.load(folder_or_hub_id)`` works in any environment
   with those installed: ``evaluate`` copies a module's *relative* imports (``from .convohub_a_b import``)
   into its module cache, so files that import ``evaluate`` get the relative form and the app the plain one.
@@ -59,25 +60,49 @@ def _module_file(module: str) -> Path | None:
     return path if path.is_file() else None
 
 
-def _imports_nothing_of_convohub(path: Path) -> bool:
+def _has_relative_imports(path: Path) -> bool:
     tree = ast.parse(path.read_text(encoding="utf-8"), filename=str(path))
-    return not any(_convohub_imports(path)) and not any(
-        isinstance(node, ast.ImportFrom) and node.level for node in ast.walk(tree))
+    return any(isinstance(node, ast.ImportFrom) and node.level for node in ast.walk(tree))
+
+
+def _from_imports(path: Path) -> list[str] | None:
+    """The convohub modules ``path`` imports, or None when one import is not ``from convohub.x.y import``
+    of a module file (``import convohub``, or a package ``__init__``)."""
+    modules = []
+    for node in _convohub_imports(path):
+        module = node.module if isinstance(node, ast.ImportFrom) else None
+        if module is None or _module_file(module) is None:
+            return None
+        modules.append(module)
+    return modules
 
 
 def _inlinable(space: Path) -> dict[str, Path] | None:
-    """convohub module -> its file, when every convohub import of the Space's top-level files is a
-    ``from convohub.x.y import`` of a module importing nothing else of convohub; None otherwise."""
+    """convohub module -> its file for every module the Space's top-level files need, followed through the
+    modules' own convohub imports; None when something cannot be copied as single files (see
+    :func:`_from_imports`; a module with relative imports), or when a module that an ``evaluate`` module
+    imports imports convohub itself (``evaluate`` copies only a module's direct relative imports)."""
     if any(path.parent != space and _convohub_imports(path) for path in space.rglob("*.py")):
         return None
     modules: dict[str, Path] = {}
+    todo: list[str] = []
     for path in sorted(space.glob("*.py")):
-        for node in _convohub_imports(path):
-            module = node.module if isinstance(node, ast.ImportFrom) else None
-            file = _module_file(module) if module else None
-            if file is None or not _imports_nothing_of_convohub(file):
-                return None
-            modules[module] = file
+        direct = _from_imports(path)
+        if direct is None:
+            return None
+        if _uses_evaluate(path) and any(_convohub_imports(_module_file(m) or path) for m in direct):
+            return None
+        todo.extend(direct)
+    while todo:
+        module = todo.pop()
+        if module in modules:
+            continue
+        file = _module_file(module)
+        nested = None if file is None or _has_relative_imports(file) else _from_imports(file)
+        if file is None or nested is None:
+            return None
+        modules[module] = file
+        todo.extend(nested)
     return modules
 
 
@@ -115,12 +140,11 @@ def export_convohub(space: Path, app_file: str) -> str:
     own = [line for line in lines if line.strip() and requirement_name(line) != "convohub"]
     modules = _inlinable(space)
     if modules is not None:
+        for path in sorted(space.glob("*.py")):
+            _rewrite_imports(path, relative=path.name != app_file and _uses_evaluate(path))
         for module, file in modules.items():
             shutil.copy2(file, space / f"{_local_name(module)}.py")
-        for path in sorted(space.glob("*.py")):
-            if path.name != app_file and not path.name.startswith("convohub_"):
-                _rewrite_imports(path, relative=_uses_evaluate(path))
-        _rewrite_imports(space / app_file, relative=False)
+            _rewrite_imports(space / f"{_local_name(module)}.py", relative=False)
         kept = [line for line in own if not (line.lstrip().startswith("#") and "convohub" in line)]
         requirements.write_text("\n".join([INLINED_NOTE, *kept]) + "\n", encoding="utf-8")
         return "inlined"
