@@ -145,7 +145,7 @@ def export_convohub(space: Path, app_file: str) -> str:
         for module, file in modules.items():
             shutil.copy2(file, space / f"{_local_name(module)}.py")
             _rewrite_imports(space / f"{_local_name(module)}.py", relative=False)
-        kept = [line for line in own if not (line.lstrip().startswith("#") and "convohub" in line)]
+        kept = [line for line in own if not line.lstrip().startswith("#")]  # the source's notes are about export
         requirements.write_text("\n".join([INLINED_NOTE, *kept]) + "\n", encoding="utf-8")
         return "inlined"
     shutil.copytree(Path(convohub.__file__).parent, space / "convohub",
