@@ -12,7 +12,7 @@ from _pii_probe import NO_PII, PII_PROBE
 
 from convohub.cli import main
 from convohub.conversations import Conversation, Turn, scrub_pii, scrub_pii_counts, write_wildchat
-from convohub.conversations.pii import NOT_SCRUBBED, PLACEHOLDERS
+from convohub.conversations.pii import NOT_SCRUBBED, PLACEHOLDERS, pii_spans
 from convohub.conversations.wildchat import to_wildchat_row
 from convohub.hub import read_card
 
@@ -67,3 +67,10 @@ def test_every_probe_is_masked_in_a_built_dataset(tmp_path: Path) -> None:
         assert row["turns"][1]["content"] in NO_PII and not row["turns"][1]["redacted"]
     _, body = read_card(folder / "README.md")
     assert NOT_SCRUBBED in body.replace("\n", " ") and "`[IBAN]`" in body
+
+
+def test_spans_are_what_the_scrubber_replaces() -> None:
+    text = "card 4111 1111 1111 1111, mail ana@example.com"
+    assert pii_spans(text) == [(5, 24, "CARD"), (31, 46, "EMAIL")]
+    assert [text[s:e] for s, e, _ in pii_spans(text)] == ["4111 1111 1111 1111", "ana@example.com"]
+    assert pii_spans("version 1.2.3") == []

@@ -96,7 +96,9 @@ def test_space_export_and_app(release_root: Path, monkeypatch: pytest.MonkeyPatc
     app.demo.launch(server_name="127.0.0.1", prevent_thread_lock=True, quiet=True)
     try:
         client = Client(app.demo.local_url, verbose=False)
-        scrubbed, counts = client.predict("write to bob@example.org", api_name="/scrub")
+        scrubbed, counts, found = client.predict("write to bob@example.org", api_name="/scrub")
+        assert [(part["token"], part["class_or_confidence"]) for part in found] == [
+            ("write to ", None), ("bob@example.org", "EMAIL")]
         assert scrubbed == "write to [EMAIL]" and counts == {"EMAIL": 1}
         table, by_country, _ = client.predict("(all)", "(all)", api_name="/browse")
         assert len(table["data"]) > 0

@@ -77,11 +77,19 @@ def show(conversation_id: str) -> list[dict[str, str]]:
     raise gr.Error(f"no conversation {conversation_id!r} in the test split")
 
 
-def scrub(text: str) -> tuple[str, dict[str, int]]:
-    """The PII scrubber convohub runs before publishing any user text, with what it replaced."""
+def scrub(text: str) -> tuple[str, dict[str, int], list[tuple[str, str | None]]]:
+    """The PII scrubber convohub runs before publishing any user text, with what it replaced and the
+    original text with each replaced span marked by its type (for ``gr.HighlightedText``)."""
     from convohub.conversations import scrub_pii_with_counts
+    from convohub.conversations.pii import pii_spans
 
-    return scrub_pii_with_counts(text)
+    marked: list[tuple[str, str | None]] = []
+    cursor = 0
+    for start, end, kind in pii_spans(text):
+        marked += [(text[cursor:start], None), (text[start:end], kind)]
+        cursor = end
+    marked.append((text[cursor:], None))
+    return (*scrub_pii_with_counts(text), [(piece, kind) for piece, kind in marked if piece])
 
 
 def generate(prompt: str, max_new_tokens: int = 40) -> str:
@@ -121,8 +129,9 @@ with gr.Blocks(title="WildChat-format corpus explorer") as demo:
         gr.Markdown(NOT_SCRUBBED)
         raw = gr.Textbox(label="text", value="Mail me at ana.lopez@example.com or call +1 415-555-0100; "
                                              "IBAN DE89 3704 0044 0532 0130 00.")
+        found = gr.HighlightedText(label="what was found", combine_adjacent=False, show_legend=True)
         scrubbed, counts = gr.Textbox(label="scrubbed"), gr.JSON(label="replacements")
-        gr.Button("Scrub").click(scrub, raw, [scrubbed, counts], api_name="scrub")
+        gr.Button("Scrub").click(scrub, raw, [scrubbed, counts, found], api_name="scrub")
     with gr.Tab("Chat LM"):
         prompt = gr.Textbox(label="prompt", value="How do I reverse a list in Python?")
         n_tokens = gr.Slider(8, 128, value=40, step=8, label="max new tokens")

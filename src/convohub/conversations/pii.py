@@ -180,8 +180,8 @@ def _spans(text: str) -> list[tuple[int, int, str, float]]:
     return found
 
 
-def scrub_pii_with_counts(text: str) -> tuple[str, dict[str, int]]:
-    """Scrubbed text and the number of replacements per type (only types that occurred).
+def pii_spans(text: str) -> list[tuple[int, int, str]]:
+    """``(start, end, kind)`` of every PII span the scrubber replaces, in text order.
 
     Overlapping candidates are resolved by priority (convohub's rules, then presidio's score), then by
     length, so ``4111 1111 1111 1111`` is one card and not a phone inside a card."""
@@ -189,9 +189,14 @@ def scrub_pii_with_counts(text: str) -> tuple[str, dict[str, int]]:
     for start, end, kind, _ in sorted(_spans(text), key=lambda s: (-s[3], -(s[1] - s[0]), s[0])):
         if all(end <= s or start >= e for s, e, _ in chosen):
             chosen.append((start, end, kind))
+    return sorted(chosen)
+
+
+def scrub_pii_with_counts(text: str) -> tuple[str, dict[str, int]]:
+    """Scrubbed text and the number of replacements per type (only types that occurred)."""
     counts: Counter[str] = Counter()
     out = text
-    for start, end, kind in sorted(chosen, reverse=True):
+    for start, end, kind in reversed(pii_spans(text)):
         out = out[:start] + PLACEHOLDERS[kind] + out[end:]
         counts[kind] += 1
     return out, dict(counts)
