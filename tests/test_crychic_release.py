@@ -56,7 +56,6 @@ def test_models_load_and_cards_carry_the_measured_before_and_after(release_root:
     folder = release_root / "models" / NS / f"crychic-{task}-tiny"
     model = AutoModel.from_pretrained(folder, trust_remote_code=True).eval()
     tokenizer = AutoTokenizer.from_pretrained(folder)
-    assert type(model).__module__.startswith("transformers_modules")  # the folder's own code, as from the Hub
     if task == "ifqc":
         with torch.inference_mode():
             logits = model(**tokenizer(["Continue"], return_tensors="pt")).logits
