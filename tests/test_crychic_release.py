@@ -80,7 +80,7 @@ def test_judge_card_has_the_reconstruction_table(release_root: Path) -> None:
     recon = _measured(release_root, "judge")["reconstruction"]
     assert recon["conversations"] == int(CONVERSATIONS) and recon["conversations_in_split"] == 100
     systems = recon["systems"]
-    assert list(systems) == ["Non-Reconstructing", "CRyCHIc w/o PS", "CRyCHIc w/o IFQC", "CRyCHIc"]
+    assert set(systems) == {"Non-Reconstructing", "CRyCHIc w/o PS", "CRyCHIc w/o IFQC", "CRyCHIc"}
     # the baseline never makes a root past the first turn; the ablations never consult the left-out module
     assert set(systems["Non-Reconstructing"]["rules"]) <= {"first-turn", "previous-turn"}
     assert not any("simplifier" in rule for rule in systems["CRyCHIc w/o PS"]["rules"])

@@ -95,6 +95,8 @@ def evaluate_reconstruction(tree_dir: Path, ifqc_dir: Path, simplifier_dir: Path
     without first turns (micro and per-conversation macro), how many turns each rule decided, and the time."""
     import time
 
+    import torch
+
     from convohub.crychic.components import load_components
     from convohub.crychic.evaluate import evaluate_trees, load_trees
     from convohub.crychic.reconstruct import Crychic, NonReconstructing
@@ -110,11 +112,18 @@ def evaluate_reconstruction(tree_dir: Path, ifqc_dir: Path, simplifier_dir: Path
         "CRyCHIc": lambda: Crychic(ifqc=ifqc, simplifier=simplifier, judge=judge),
     }
     systems: dict[str, Any] = {}
-    for name, make in makers.items():
-        started = time.perf_counter()
-        result = evaluate_trees(trees, make)
-        systems[name] = {"scores": result["scores"], "rules": result["rules"],
-                         "seconds": round(time.perf_counter() - started, 1)}
+    # one turn at a time through small encoders: a second torch thread only waits for a shared core (the tiny
+    # models' tests ran 75 times slower with two threads on a busy 2-core machine, see tests/_crychic_tiny.py)
+    threads = torch.get_num_threads()
+    torch.set_num_threads(1)
+    try:
+        for name, make in makers.items():
+            started = time.perf_counter()
+            result = evaluate_trees(trees, make)
+            systems[name] = {"scores": result["scores"], "rules": result["rules"],
+                             "seconds": round(time.perf_counter() - started, 1)}
+    finally:
+        torch.set_num_threads(threads)
     return {"split": "test", "conversations": len(trees), "conversations_in_split": total,
             "turns": sum(len(t["turns"]) for t in trees), "judge_architecture": judge.architecture,
             "systems": systems}
