@@ -3,6 +3,7 @@ card step: enough to render each card template (both profiles, every optional pa
 
 from __future__ import annotations
 
+import functools
 import json
 import math
 from pathlib import Path
@@ -124,6 +125,35 @@ def _wildfeedback(tmp: Path, profile: str, base: str) -> tuple[Path, dict[str, A
     return _folder(tmp, {"eval_results.json": dpo}), results
 
 
+def _crychic(tmp: Path, profile: str, task: str) -> tuple[Path, dict[str, Any]]:
+    tiny = profile == "tiny"
+    base = "minilm" if tiny else {"ifqc": "FacebookAI/roberta-base", "simplifier": "Alibaba-NLP/gte-base-en-v1.5",
+                                  "judge": "Alibaba-NLP/gte-large-en-v1.5"}[task]
+    args = {"script": {"model_name_or_path": base, "dataset_path": "x", "eval_split": "heldout"},
+            "training": {"seed": 0, "max_steps": 2 if tiny else -1}}
+
+    def measured(accuracy: float) -> dict[str, Any]:
+        out = {"examples": 12, "units": 14, "accuracy": accuracy, "f1_macro": accuracy - 0.1,
+               "recall_implicit": 0.5, "units_implicit": 7}
+        return out | ({"auc": 0.625} if task == "judge" else {})
+
+    results: dict[str, Any] = {"task": task, "split": "heldout", "before": measured(0.4286),
+                               "after": measured(0.7857), "base_model": base, "max_steps": 2 if tiny else -1,
+                               "training": {"train_examples": 96, "train_seconds": 3.5,
+                                            "data_produced_by": "local:HuggingFaceTB/SmolLM2-135M-Instruct"}}
+    if task == "judge":
+        def scores(acc: float) -> dict[str, float]:
+            one = {"accuracy": acc, "precision": 0.5, "recall": 0.75, "f1": 0.6}
+            return one | {f"macro_{k}": v for k, v in one.items()}
+
+        systems = {name: {"scores": {"all_turns": scores(0.1 * (i + 3)), "without_first_turns": scores(0.1 * (i + 2))},
+                          "rules": {}, "seconds": 1.5}
+                   for i, name in enumerate(("Non-Reconstructing", "CRyCHIc w/o PS", "CRyCHIc w/o IFQC", "CRyCHIc"))}
+        results["reconstruction"] = {"split": "test", "conversations": 10, "conversations_in_split": 100,
+                                     "turns": 56, "judge_architecture": "bi", "systems": systems}
+    return _folder(tmp, {"training_args.json": args}), results
+
+
 #: (spec name, profile, variant) -> builder(model folder, profile) -> evaluation results; the variants reach every
 #: optional paragraph of the templates (random or named base model, with or without LoRA, judge agreement ...)
 CASES = {
@@ -138,6 +168,8 @@ CASES = {
     ("wildfeedback_dpo", "tiny", "smollm2"): lambda t, p: _wildfeedback(t, p, "smollm2"),
     ("wildfeedback_dpo", "paper", ""): lambda t, p: _wildfeedback(t, p, "microsoft/Phi-3-mini-4k-instruct"),
     ("wildfeedback_dpo", "paper_mistral", ""): lambda t, p: _wildfeedback(t, p, "mistralai/Mistral-7B-Instruct-v0.3"),
+    **{(f"crychic_{task}", profile, ""): functools.partial(_crychic, task=task)
+       for task in ("ifqc", "simplifier", "judge") for profile in ("tiny", "paper")},
 }
 
 

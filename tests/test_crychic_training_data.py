@@ -74,6 +74,14 @@ def test_check_sentence(text: str, cell: ifqc.Cell, reason: str | None) -> None:
     assert ifqc.check_sentence(text, cell) == reason
 
 
+def test_length_slack_widens_the_band_only() -> None:
+    cell = ifqc.Cell("implicit", "statement", "3-5")
+    assert ifqc.check_sentence("Shorter.", cell, length_slack=2) is None
+    assert ifqc.check_sentence("Please make it a little bit shorter now.", cell, length_slack=2) == "length"
+    assert ifqc.check_sentence("Please make it a bit shorter.", cell, length_slack=2) is None
+    assert ifqc.check_sentence("Shorter?", cell, length_slack=2) == "ending mark"
+
+
 def test_clean_answer_strips_labels_quotes_and_lead_ins() -> None:
     assert ifqc.clean_answer('"Make it shorter."') == "Make it shorter."
     assert ifqc.clean_answer("Message: Continue please.\nSecond line") == "Continue please."

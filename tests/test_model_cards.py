@@ -38,6 +38,10 @@ SAYS = {
                                              "checklist (50.0% win / 25.0% lose)", "plumbing check, not a quality claim",
                                              "`convohub-lexical-judge`: 13/64 (42 ties, 9 wrong, 0 unparsed",
                                              "Collapse check: SFT ok, DPO ok.", "capped at 64 pairs"],
+    ("crychic_judge", "tiny", ""): ["| CRyCHIc | 0.600 | 0.500 | 0.750 | 0.600 |", "| auc | 0.625 | 0.625 |",
+                                    "| accuracy | 0.4286 | 0.7857 |", "reconstructed 10 conversations",
+                                    "stopped after 2 optimiser step(s)"],
+    ("crychic_ifqc", "paper", ""): ["Base model: `FacebookAI/roberta-base`", "| accuracy | 0.4286 | 0.7857 |"],
     ("wildfeedback_dpo", "paper", ""): ["vs the base model without the checklist: nothing judged",
                                         "lexical (word overlap): 20/64", " (selected with --variant)"],
 }

@@ -38,6 +38,9 @@ MODEL_SPECS: tuple[str, ...] = (
     "convohub.reqap.retrieve_model:EVENTS",
     "convohub.reqap.qud_model:SPEC",
     "convohub.wildfeedback.alignment:SPEC",
+    "convohub.crychic.model_specs:IFQC",
+    "convohub.crychic.model_specs:SIMPLIFIER",
+    "convohub.crychic.model_specs:JUDGE",
 )
 
 

@@ -1,5 +1,9 @@
-"""Registers WildChatTree and CRyCHIc (issue 14) as a release system: one build step, one dataset, one
-leaderboard benchmark, and the ``convohub crychic`` subcommands (:mod:`convohub.crychic.cli`).
+"""Registers WildChatTree and CRyCHIc (issue 14) as a release system: the dataset, the three models'
+training data (:mod:`convohub.crychic.release_data`), the IFQC, prompt simplifier and follow-up judge each
+trained by its script under ``accelerate launch``, measured before and after training and published with its
+card (:mod:`convohub.crychic.model_specs`; the judge's evaluation also reconstructs the WildChatTree test split
+with CRyCHIc, both ablations and the Non-Reconstructing baseline: the card's Table 1), one leaderboard
+benchmark, and the ``convohub crychic`` subcommands (:mod:`convohub.crychic.cli`).
 
 Without a source the dataset is constructed offline from the sample corpus; ``--source`` (or the
 ``CONVOHUB_WILDCHAT_TREE_SOURCE`` environment variable, for release runs) reads annotated conversations in
@@ -14,7 +18,9 @@ from pathlib import Path
 from typing import Any
 
 from convohub.crychic.dataset import CONFIG, DATASET_NAME, SPLIT, build_wildchat_tree
+from convohub.crychic.model_specs import IFQC, JUDGE, SIMPLIFIER
 from convohub.crychic.trees import check_parents
+from convohub.model_spec import card_step, evaluate_step, release_steps, train_step
 from convohub.registry import DatasetBuilder, Step, System
 from convohub.scoring import Benchmark, SubmissionError
 
@@ -35,6 +41,29 @@ def _build_dataset(ctx: Any, source: Path | None) -> Path:
 
 def _step_build(ctx: Any) -> dict[str, Any]:
     return {"wildchat_tree_dir": _build_dataset(ctx, None)}
+
+
+def _tree_dir(ctx: Any) -> Path:
+    """The WildChatTree folder of this run, or of an earlier run into the same root; built if absent."""
+    if "wildchat_tree_dir" in ctx.artifacts:
+        return Path(ctx.artifacts["wildchat_tree_dir"])
+    folder = ctx.target.repo_dir("datasets", DATASET_NAME)
+    return folder if (folder / "README.md").is_file() else _build_dataset(ctx, None)
+
+
+def _step_training_data(ctx: Any) -> dict[str, Any]:
+    from convohub.crychic.release_data import build_release_training_data
+
+    return {"crychic_training_data_dir": build_release_training_data(ctx)}
+
+
+def _training_data_dir(ctx: Any) -> Path:
+    """The training-data folder the ``crychic-training-data`` step built (rebuilt, resumably, if absent)."""
+    if "crychic_training_data_dir" in ctx.artifacts:
+        return Path(ctx.artifacts["crychic_training_data_dir"])
+    from convohub.crychic.release_data import build_release_training_data
+
+    return build_release_training_data(ctx)
 
 
 def _reference(row: Mapping[str, Any]) -> tuple[str, list[int]]:
@@ -64,7 +93,16 @@ BENCHMARK = Benchmark(
 SYSTEM = System(
     name="crychic",
     title="WildChatTree and CRyCHIc: chat-tree reconstruction",
-    steps=(Step("build", DATASET_NAME, _step_build),),
+    steps=(
+        Step("build", DATASET_NAME, _step_build),
+        Step("build", "crychic-training-data", _step_training_data),
+        *release_steps(IFQC, system="crychic", dataset=_training_data_dir),
+        *release_steps(SIMPLIFIER, system="crychic", dataset=_training_data_dir),
+        # the judge trains on the training data; its evaluation also reconstructs WildChatTree's test split
+        train_step(JUDGE, system="crychic", dataset=_training_data_dir),
+        evaluate_step(JUDGE, system="crychic", dataset=_tree_dir),
+        card_step(JUDGE),
+    ),
     datasets=(DatasetBuilder(DATASET_NAME, "Conversation trees: one parent per turn (MixMC-mixed or annotated)",
                              _build_dataset),),
     benchmarks=(BENCHMARK,),
