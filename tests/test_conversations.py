@@ -22,7 +22,6 @@ from convohub.conversations import (
     make_user_id,
     read_wildchat,
     scrub_conversation,
-    scrub_pii,
     scrub_pii_counts,
     to_wildchat_row,
     write_wildchat,
@@ -226,56 +225,6 @@ def test_generator_has_pii_and_duplicates(convs: list[Conversation]) -> None:
 
 
 # ------------------------------------------------------------------------------------------------- PII
-
-PII_POSITIVE = [
-    ("Mail ana.lopez@example.com now", "Mail [EMAIL] now"),
-    ("write to j_smith+tag@mail.example.co.uk.", "write to [EMAIL]."),
-    ("call +1 415-555-0100.", "call [PHONE]."),
-    ("call (415) 555-0100 today", "call [PHONE] today"),
-    ("415.555.0100", "[PHONE]"),
-    ("1-800-555-0199", "[PHONE]"),
-    ("+44 20 7946 0958", "[PHONE]"),
-    ("+49 30 12345678", "[PHONE]"),
-    ("+33 6 12 34 56 78", "[PHONE]"),
-    ("+7 (495) 123-45-67", "[PHONE]"),
-    ("06 12 34 56 78", "[PHONE]"),
-    ("020 7946 0958", "[PHONE]"),
-    ("server 192.168.1.23.", "server [IP]."),
-    ("ping 8.8.8.8 again", "ping [IP] again"),
-    ("fe80::1ff:fe23:4567:890a", "[IP]"),
-    ("addr 2001:db8::8a2e:370:7334 ok", "addr [IP] ok"),
-    ("::ffff:192.0.2.1", "[IP]"),
-    ("card 4111 1111 1111 1111", "card [CARD]"),
-    ("5555-5555-5555-4444", "[CARD]"),
-    ("4012888888881881", "[CARD]"),
-    ("https://x.io/a?api_key=abc123XYZ&x=1", "https://x.io/a?api_key=[KEY]&x=1"),
-    ("u?token=eyJhbGci.xyz&access_token=zz9", "u?token=[KEY]&access_token=[KEY]"),
-    ("/login?user=bob&password=hunter2", "/login?user=bob&password=[KEY]"),
-    ("key sk-proj-abcdefghijklmnop1234", "key [KEY]"),
-    ("hf_abcdefghijklmnopqrstuvwx", "[KEY]"),
-    ("AKIAIOSFODNN7EXAMPLE", "[KEY]"),
-    ("api_key: 'a1b2c3d4e5f6'", "api_key: '[KEY]'"),
-]
-PII_NEGATIVE = [
-    "In 2023 Python 3.11.7 was released", "at 2023-04-09T12:30:45Z", "2023-04-09 12:30:45", "meeting at 10:30",
-    "pi is 3.14159", "costs $1,299.99", "population 1,234,567", "version 1.2.3", "v1.2.3.4.5",
-    "epoch 1681000000000", "ISBN 978-3-16-148410-0", "std::vector<int> a::b", "numbers 10 20 30 40",
-    "order 12345678", "the token is expired", "key=value", "score 4111111111111112", "12:30:45.123",
-    "arr[1:2:3]", "ratio 16:9", "from 2019-2023", "subnet 10.0.0", "+5 points", "1+1=2", "3-5 minutes",
-    "C++ and C#", "x = 100000", "between 1990 and 2005", "call 555-0100", "page 12 of 300",
-]
-
-
-@pytest.mark.parametrize(("text", "expected"), PII_POSITIVE)
-def test_scrub_positive(text: str, expected: str) -> None:
-    assert scrub_pii(text) == expected
-
-
-@pytest.mark.parametrize("text", PII_NEGATIVE)
-def test_scrub_negative(text: str) -> None:
-    assert scrub_pii(text) == text
-    assert scrub_pii_counts(text) == {}
-
 
 def test_scrub_counts_and_conversation() -> None:
     text = "Mail a@example.com or b@example.org, call +1 415-555-0100 from 10.0.0.7"

@@ -159,16 +159,15 @@ class CountingBackend(ChatBackend):
     def model_id(self) -> str:
         return self._model
 
+    def answer(self, content: str) -> str | None:
+        """The reply to a last message; None makes the request fail."""
+        return None if "FAIL" in content else f"echo:{content}"
+
     def chat(self, requests: Sequence[ChatRequest]) -> list[ChatResponse]:
         self.batches.append(list(requests))
-        out = []
-        for r in requests:
-            content = r.messages[-1]["content"]
-            if "FAIL" in content:
-                out.append(ChatResponse.failure("HTTP 503: overloaded"))
-            else:
-                out.append(ChatResponse(text=f"echo:{content}", finish_reason="stop"))
-        return out
+        answers = [self.answer(r.messages[-1]["content"]) for r in requests]
+        return [ChatResponse.failure("HTTP 503: overloaded") if a is None
+                else ChatResponse(text=a, finish_reason="stop") for a in answers]
 
     @property
     def calls(self) -> int:
@@ -308,24 +307,15 @@ def test_run_chat_chunks_and_summary(tmp_path: Path) -> None:
     assert summary["failed"] == 1 and summary["top_errors"] == {"HTTP 503: overloaded": 1}
 
 
-class ScriptedBackend(ChatBackend):
+class ScriptedBackend(CountingBackend):
     """Answers each prompt with the next answer of its script (None: a failed request); records batches."""
 
-    kind = "scripted"
-
     def __init__(self, script: dict[str, list[str | None]]) -> None:
+        super().__init__("scripted/model")
         self.script = {prompt: list(answers) for prompt, answers in script.items()}
-        self.batches: list[list[ChatRequest]] = []
 
-    @property
-    def model_id(self) -> str:
-        return "scripted/model"
-
-    def chat(self, requests: Sequence[ChatRequest]) -> list[ChatResponse]:
-        self.batches.append(list(requests))
-        answers = [self.script[r.messages[-1]["content"]].pop(0) for r in requests]
-        return [ChatResponse.failure("HTTP 503: overloaded") if a is None
-                else ChatResponse(text=a, finish_reason="stop") for a in answers]
+    def answer(self, content: str) -> str | None:
+        return self.script[content].pop(0)
 
 
 def test_ask_until_parsed_re_asks_only_the_unparsed_a_bounded_number_of_times() -> None:

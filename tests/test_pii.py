@@ -8,7 +8,7 @@ from pathlib import Path
 
 import datasets
 import pytest
-from _pii_probe import NO_PII, PII_PROBE
+from _pii_probe import EARLIER_NO_PII, EARLIER_PII, NO_PII, PII_PROBE
 
 from convohub.cli import main
 from convohub.conversations import Conversation, Turn, scrub_pii, scrub_pii_counts, write_wildchat
@@ -22,12 +22,12 @@ def test_probe_set_is_large_and_varied() -> None:
     assert len(PII_PROBE) >= 40 and kinds == set(PLACEHOLDERS.values())
 
 
-@pytest.mark.parametrize(("text", "expected"), PII_PROBE)
+@pytest.mark.parametrize(("text", "expected"), PII_PROBE + EARLIER_PII)
 def test_probe_string_is_masked(text: str, expected: str) -> None:
     assert scrub_pii(text) == expected
 
 
-@pytest.mark.parametrize("text", NO_PII)
+@pytest.mark.parametrize("text", NO_PII + EARLIER_NO_PII)
 def test_text_without_pii_is_intact(text: str) -> None:
     assert scrub_pii(text) == text and scrub_pii_counts(text) == {}
 

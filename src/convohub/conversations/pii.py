@@ -130,13 +130,15 @@ def _recognizers() -> tuple[Any, ...]:
             CreditCardRecognizer(), IpRecognizer(), UsSsnRecognizer())
 
 
+# Day-month-year and year-month-day dates, which phonenumbers accepts as national numbers (09.04.2023).
+_DATE = re.compile(r"\d{1,2}([./-])\d{1,2}\1\d{2,4}|\d{4}([./-])\d{1,2}\2\d{1,2}")
 _PHONE_CANDIDATE = re.compile(r"\d[\d\s().\-/]{5,}\d")
 
 
 def _plausible(kind: str, text: str, start: int, end: int) -> bool:
     """convohub's number conservatism on top of presidio: a match glued to letters, digits or version dots
     is part of something else, an unseparated run is a phone only up to 12 digits (13-digit epoch
-    milliseconds are not), and an unseparated card must start like one (2-6; presidio checks Luhn)."""
+    milliseconds are not), a date is not a phone, and an unseparated card must start like one (2-6; presidio checks Luhn)."""
     span = text[start:end]
     before = text[start - 1] if start > 0 else " "
     after = text[end:end + 2]
@@ -147,7 +149,7 @@ def _plausible(kind: str, text: str, start: int, end: int) -> bool:
             return False
     digits = sum(c.isdigit() for c in span)
     if kind == "PHONE":
-        if not span.startswith("+") and span.isdigit() and digits > 12:
+        if not span.startswith("+") and (span.isdigit() and digits > 12 or _DATE.fullmatch(span)):
             return False
         return 7 <= digits <= 15
     if kind == "CARD" and span.isdigit():
