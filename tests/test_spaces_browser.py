@@ -135,6 +135,9 @@ def test_wildfeedback_space_labels_and_charts_the_judge(browser: Any, apps: dict
         visit = Visit(browser, url)
         visit.click("Label")  # the example conversation is the textbox's default
         assert "DSAT: True" in visit.text_of("produced by")
+        marks = visit.page.locator("#feedback-marks .token.highlighted")  # the user turns marked SAT / DSAT
+        marks.first.wait_for()
+        assert marks.count() == 2
         visit.page.get_by_role("tab", name="Base vs aligned").click()
         visit.click("Compare")
         assert visit.text_of("base model") and visit.text_of("aligned model")

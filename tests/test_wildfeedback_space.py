@@ -59,8 +59,11 @@ def test_space_app_through_gradio_client(monkeypatch: pytest.MonkeyPatch) -> Non
     app.demo.launch(server_name="127.0.0.1", prevent_thread_lock=True, quiet=True)
     try:
         client = Client(app.demo.local_url, verbose=False)
-        table, prefs, source = client.predict(EXAMPLE, api_name="/labels")
+        table, prefs, source, marked = client.predict(EXAMPLE, api_name="/labels")
         rows = table["data"]
+        marks = [(piece["token"], piece["class_or_confidence"]) for piece in marked]  # the labels tab's picture
+        assert [label for _, label in marks if label] == ["DSAT", "SAT"]
+        assert next(text for text, label in marks if label == "DSAT").startswith("User: That is too long")
         assert [r[0] for r in rows] == ["T-1", "T-2", "T-3"]
         assert "Revision" in rows[1][3] and "Gratitude" in rows[2][2]
         assert prefs and prefs[0]["query"] == 1 and prefs[0]["preferences"]

@@ -18,7 +18,14 @@ from typing import Any
 
 import gradio as gr
 
-from convohub.wildfeedback.space import EXAMPLE, analyse, compare, parse_conversation, verdict_frame
+from convohub.wildfeedback.space import (
+    EXAMPLE,
+    FEEDBACK_COLOURS,
+    analyse,
+    compare,
+    parse_conversation,
+    verdict_frame,
+)
 
 MODEL = os.environ.get("CONVOHUB_MODEL", "convohub/wildfeedback-tiny-dpo")
 BASE_MODEL = os.environ.get("CONVOHUB_BASE_MODEL", "smollm2")
@@ -48,13 +55,14 @@ def _turns(text: str) -> list[dict[str, str]]:
         raise gr.Error(str(exc)) from exc
 
 
-def labels(text: str) -> tuple[list[list[str]], list[dict[str, Any]], str]:
-    """Per-user-turn SAT/DSAT labels, the preference summary, and what produced them."""
+def labels(text: str) -> tuple[list[list[str]], list[dict[str, Any]], str, list[tuple[str, str | None]]]:
+    """Per-user-turn SAT/DSAT labels, the preference summary, what produced them, and the conversation with
+    each user turn marked by its labels."""
     out = analyse(_turns(text), _llm())
     note = (f"labeller: {out['labeller']}; conversation is SAT: {out['sat']}, DSAT: {out['dsat']}"
             + (" (offline rule labeller standing in for the paper's GPT-4o)" if out["labeller"].startswith("rules")
                else ""))
-    return out["rows"], out["summary"], note
+    return out["rows"], out["summary"], note, out["marks"]
 
 
 def side_by_side(text: str, max_new_tokens: float = 48) -> tuple[str, str, Any, dict[str, Any]]:
@@ -76,10 +84,12 @@ with gr.Blocks(title="WildFeedback explorer") as demo:
     conversation = gr.Textbox(label="conversation (User: / Assistant: lines, or ShareGPT JSON)", value=EXAMPLE,
                               lines=8)
     with gr.Tab("Feedback and preferences"):
+        marked = gr.HighlightedText(label="where the user was satisfied (SAT) or not (DSAT)", combine_adjacent=False,
+                                    show_legend=True, color_map=FEEDBACK_COLOURS, elem_id="feedback-marks")
         table = gr.Dataframe(headers=["turn", "user utterance", "SAT", "DSAT", "state"], interactive=False)
         prefs = gr.JSON(label="summarised preferences")
         source = gr.Textbox(label="produced by")
-        gr.Button("Label").click(labels, conversation, [table, prefs, source], api_name="labels")
+        gr.Button("Label").click(labels, conversation, [table, prefs, source, marked], api_name="labels")
     with gr.Tab("Base vs aligned"):
         n_tokens = gr.Slider(8, 128, value=48, step=8, label="max new tokens")
         with gr.Row():

@@ -74,6 +74,31 @@ def label_rows(turns: Sequence[Mapping[str, str]], result: Any) -> list[list[str
     return rows
 
 
+#: colours of :func:`feedback_marks`' labels (``gr.HighlightedText(color_map=...)``)
+FEEDBACK_COLOURS = {"SAT": "#16a34a", "DSAT": "#dc2626", "SAT + DSAT": "#d97706"}
+
+
+def feedback_marks(turns: Sequence[Mapping[str, str]], result: Any) -> list[tuple[str, str | None]]:
+    """The conversation as text pieces for ``gr.HighlightedText``: each user turn marked ``SAT``, ``DSAT`` or
+    ``SAT + DSAT`` by its labels (unmarked when it has neither: both ``N/A``), assistant turns unmarked, so a visitor sees
+    at a glance where the user was pleased or unhappy."""
+    labels = iter(result.turns)
+    marks: list[tuple[str, str | None]] = []
+    for turn in turns:
+        if turn["role"] == "system":
+            continue
+        if turn["role"] != "user":
+            marks.append((f"Assistant: {turn['content'][:200]}\n", None))
+            continue
+        label = next(labels, None)
+        kinds = [name for name, found in (("SAT", label and label.satisfaction),
+                                           ("DSAT", label and label.dissatisfaction))
+                 if any(category != "N/A" for category in found or ())]
+        marks.append((f"User: {turn['content'][:200]}", " + ".join(kinds) or None))
+        marks.append(("\n", None))
+    return marks
+
+
 def analyse(turns: list[dict[str, str]], backend: Any = None) -> dict[str, Any]:
     """Labels and preference summary of one conversation (rules when ``backend`` is None)."""
     from convohub.wildfeedback.identify import identify
@@ -81,7 +106,8 @@ def analyse(turns: list[dict[str, str]], backend: Any = None) -> dict[str, Any]:
 
     result = identify([t for t in turns if t["role"] != "system"], backend)
     summary = summarise([t for t in turns if t["role"] != "system"], result, backend)
-    return {"result": result, "rows": label_rows(turns, result), "summary": summary,
+    return {"result": result, "rows": label_rows(turns, result), "marks": feedback_marks(turns, result),
+            "summary": summary,
             "labeller": result.labeller, "sat": result.sat, "dsat": result.dsat}
 
 
