@@ -407,3 +407,36 @@ def test_plain_load_dataset_sees_a_rebuild_with_other_rows(tmp_path: Path) -> No
         {"name": "train", "num_bytes": meta["dataset_info"][0]["dataset_size"], "num_examples": 6}],
         "download_size": (folder / "data" / "main" / "train-00000-of-00001.parquet").stat().st_size,
         "dataset_size": meta["dataset_info"][0]["dataset_size"]}]
+
+
+def test_vendored_space_requires_only_what_its_code_reaches(tmp_path: Path) -> None:
+    """A Space that carries the package lists the convohub dependencies its code can import (followed through
+    lazy, relative and string module paths), plus the runtime companions (torch under transformers, gguf for
+    the SmolLM2 conversion), and not the training stack it never reaches."""
+    from convohub.space_export import reached_distributions
+
+    src = tmp_path / "space"
+    src.mkdir()
+    (src / "README.md").write_text("---\ntitle: T\nsdk: gradio\napp_file: app.py\n---\n\n# T\n")
+    (src / "requirements.txt").write_text("gradio==6.31.0\n")
+    (src / "app.py").write_text("import convohub\n\ndef load():\n    from convohub.models import smollm2_path\n"
+                                "    return smollm2_path()\n")
+    reached = reached_distributions(src)
+    assert {"gguf", "torch", "transformers"} <= reached  # companions of convohub.models / transformers
+    assert not {"trl", "peft", "bitsandbytes", "duckdb"} & reached
+    folder = write_space(HubTarget(root=tmp_path / "hub"), "t", src)
+    names = {line.split(">")[0].split("=")[0].split("<")[0] for line in
+             (folder / "requirements.txt").read_text().splitlines()}
+    assert {"gradio", "gguf", "torch", "transformers"} <= names and not {"trl", "peft", "bitsandbytes"} & names
+    (src / "app.py").write_text("MODULES = ('convohub.reqap.engine_missing', 'convohub.metrics.ndcg:ndcg_at_k')\n"
+                                "from convohub.paths import repo_root\n")
+    assert "scikit-learn" in reached_distributions(src)  # a module path written as a string is followed
+
+
+@pytest.mark.parametrize("space", ["corpus", "reqap", "wildfeedback"])
+def test_system_space_exports_skip_the_unused_training_stack(space: str, tmp_path: Path) -> None:
+    from convohub.space_export import reached_distributions
+
+    reached = reached_distributions(Path(__file__).resolve().parents[1] / "spaces" / space)
+    assert {"gradio", "transformers", "torch"} <= reached
+    assert not {"peft", "bitsandbytes"} & reached
