@@ -22,6 +22,12 @@ from .types import ChatBackend, ChatRequest, ChatResponse
 
 logger = logging.getLogger(__name__)
 
+#: Requests generated together. Small models on a CPU are bound by the per-step overhead of ``generate``,
+#: not by arithmetic, so bigger batches pay: SmolLM2-135M on this project's 2-core machines gave 32, 55, 77
+#: and 89 new tokens per CPU-second at batch 8, 16, 32 and 64 (64 prompts, 32 new tokens, one thread).
+#: 32 keeps the transient attention memory of a long-prompt batch near a gigabyte.
+DEFAULT_BATCH_SIZE = 32
+
 
 def _default_device() -> str:
     import torch
@@ -49,7 +55,8 @@ class TransformersBackend(ChatBackend):
 
     ``model_path`` is a folder (or a Hub id already in the local cache). ``device`` defaults to CUDA,
     then MPS, then CPU; ``dtype`` to the checkpoint's own. ``model_id`` overrides the id recorded on
-    cards (default: the path as given).
+    cards (default: the path as given). Requests with the same sampling parameters are generated
+    ``batch_size`` at a time, longest prompts together, so a batch carries little padding.
     """
 
     kind = "local"
@@ -59,7 +66,7 @@ class TransformersBackend(ChatBackend):
         model_path: str | Path,
         device: str | None = None,
         dtype: Any = None,
-        batch_size: int = 8,
+        batch_size: int = DEFAULT_BATCH_SIZE,
         *,
         model_id: str | None = None,
     ) -> None:
@@ -168,6 +175,7 @@ class TransformersBackend(ChatBackend):
         for i, request in enumerate(requests):
             groups.setdefault(repr(sorted(request.sampling_params().items())), []).append(i)
         for indices in groups.values():
+            indices.sort(key=lambda i: -sum(len(m.get("content") or "") for m in requests[i].messages))
             for start in range(0, len(indices), self.batch_size):
                 chunk = indices[start : start + self.batch_size]
                 for i, response in zip(

@@ -59,7 +59,7 @@ def _messages(row: Mapping[str, Any], i: int) -> list[dict[str, str]]:
 
 
 # -------------------------------------------------------------------------------------------- generation
-def response_backend(model: str, base_url: str | None = None, batch_size: int = 8) -> ChatBackend:
+def response_backend(model: str, base_url: str | None = None, batch_size: int | None = None) -> ChatBackend:
     """The backend that answers for ``model``: an endpoint when ``base_url`` is given, else a local model
     (a folder, a Hub id in the local cache, or a ``convohub-tiny:`` name)."""
     if base_url:
@@ -69,7 +69,8 @@ def response_backend(model: str, base_url: str | None = None, batch_size: int = 
     from convohub.llm import TransformersBackend
     from convohub.training.models import resolve_model
 
-    return TransformersBackend(resolve_model(model), batch_size=batch_size, model_id=model)
+    kwargs = {} if batch_size is None else {"batch_size": batch_size}
+    return TransformersBackend(resolve_model(model), model_id=model, **kwargs)
 
 
 def generate_responses(backend: ChatBackend, prompts: Sequence[list[dict[str, str]]], *, max_new_tokens: int = 256,
@@ -126,7 +127,7 @@ def evaluate(model: str, baseline: str | Mapping[str, str], dataset: str | Path,
     answers: dict[str, list[str]] = {}
     for key, name, url in (("model", model, model_base_url),
                            *((label, name, baseline_base_url) for label, name in baselines.items())):
-        backend = response_backend(name, url, batch_size=16)
+        backend = response_backend(name, url)
         answers[key] = generate_responses(backend, prompts, max_new_tokens=max_new_tokens,
                                           max_prompt_length=max_prompt_length)
         del backend  # free a local model before loading the next one
