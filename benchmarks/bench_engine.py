@@ -3,7 +3,7 @@
 Workload: the largest persona (most observable events) of the default-size PerQA
 (``generate_perqa(PerQAConfig())``; a smaller config is used, and said, if generating takes over 30 s).
 Questions are instantiated for that persona from every template with a gold tree
-(:mod:`convohub.reqap.gold_trees`): all bindings of each template's bind query, taken round-robin over
+(:mod:`convohub.reqap.data.gold`): all bindings of each template's bind query, taken round-robin over
 templates so every template is represented, questions with an empty/zero gold answer dropped (as PerQA
 does), until there are ``N_QUESTIONS``. If the persona has fewer distinct questions, the list is repeated
 (each repeat re-runs the same question; the count of distinct ones is printed).
@@ -37,7 +37,7 @@ from convohub.perqa import PerQAConfig, connect, generate_perqa, gold_answers
 from convohub.perqa.questions import bindings, instantiate, is_empty_answer
 from convohub.perqa.templates import TEMPLATES
 from convohub.reqap import DirectExtractor, EventStore, Executor
-from convohub.reqap.gold_trees import GOLD_TREES, OracleIndex, gold_tree, oracle_retriever, visible_canonical
+from convohub.reqap.data.gold import GOLD_TREES, OracleIndex, gold_tree, oracle_retriever, visible_canonical
 
 N_QUESTIONS = 200
 MAX_GENERATION_SECONDS = 30.0

@@ -27,8 +27,8 @@ from convohub.reqap import (
     substitute,
 )
 from convohub.reqap.cli import add_cli
-from convohub.reqap.interpreter import Evaluator
-from convohub.reqap.join import analyse_condition, join, safe_test
+from convohub.reqap.engine.interpreter import Evaluator
+from convohub.reqap.engine.join import analyse_condition, join, safe_test
 
 # -- fixture: ~30 hand-made observable events -------------------------------------------------------
 

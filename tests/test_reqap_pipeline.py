@@ -16,7 +16,7 @@ from convohub.hub import HubTarget
 from convohub.llm import ChatBackend, ChatRequest, ChatResponse
 from convohub.perqa import PerQAConfig, build_perqa, generate_perqa
 from convohub.perqa.templates import CATEGORIES
-from convohub.reqap.baselines import (
+from convohub.reqap.components.baselines import (
     CodeGenBaseline,
     ICLExample,
     RAGBaseline,
@@ -26,9 +26,12 @@ from convohub.reqap.baselines import (
     icl_pool_from_dataset,
     observable_tables,
 )
-from convohub.reqap.evaluation import evaluate, load_persona
-from convohub.reqap.pipeline import GoldTreeDecomposer, ReQAP, StaticDecomposer
-from convohub.reqap.retrieval import BM25Retriever
+from convohub.reqap.components.pipeline import ReQAP
+from convohub.reqap.components.qud import StaticDecomposer
+from convohub.reqap.components.retrieve import BM25Retriever
+from convohub.reqap.data.gold import GoldTreeDecomposer
+from convohub.reqap.data.perqa import load_persona
+from convohub.reqap.release.evaluation import evaluate
 
 ROOT = Path(__file__).resolve().parents[1]
 TV_HOURS = "How many hours have I spent watching TV series altogether?"
@@ -189,7 +192,7 @@ def test_evaluation_numbers_categories_and_metric_agreement(dataset: Path, tmp_p
 
 
 def test_evaluate_with_limit_and_without_attribution(dataset: Path) -> None:
-    from convohub.reqap.components import make_system
+    from convohub.reqap.components.build import make_system
 
     oracle_results = evaluate(dataset, "test", "reqap", make_system("reqap", retriever="all"), limit=3,
                               attribution=False)

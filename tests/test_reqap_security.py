@@ -14,9 +14,9 @@ from pathlib import Path
 import pytest
 
 from convohub.reqap import EventStore, Executor, OracleRetriever, TreeSyntaxError, parse_tree
-from convohub.reqap.errors import ResourceLimitError
-from convohub.reqap.expr import validate_function
-from convohub.reqap.interpreter import Evaluator
+from convohub.reqap.engine.errors import ResourceLimitError
+from convohub.reqap.engine.expr import validate_function
+from convohub.reqap.engine.interpreter import Evaluator
 
 R = 'RETRIEVE(query="x")'
 
@@ -139,14 +139,16 @@ def test_error_names_node_type_position_and_snippet() -> None:
 
 def test_no_eval_or_exec_in_the_engine() -> None:
     src = Path(__file__).parents[1] / "src" / "convohub" / "reqap"
-    engine = ["errors", "expr", "interpreter", "parse", "events", "retrieval", "extraction", "join", "operators",
-              "executor", "cli", "__init__"]
-    for path in (src / f"{m}.py" for m in engine):
+    paths = sorted(src.rglob("*.py"))
+    assert {"executor.py", "interpreter.py", "operators.py"} <= {p.name for p in paths}  # the engine is scanned
+    for path in paths:
         tree = ast.parse(path.read_text(encoding="utf-8"))
         names = {n.id for n in ast.walk(tree) if isinstance(n, ast.Name)}
         attrs = {n.attr for n in ast.walk(tree) if isinstance(n, ast.Attribute)}  # re.compile is fine
         assert not names & {"eval", "exec", "compile", "__import__"}, path
-        assert not attrs & {"eval", "exec", "__import__"}, path
+        # ``model.eval()`` (torch's inference mode) is fine in the components; the engine has no model
+        banned = {"eval", "exec", "__import__"} if path.parent.name == "engine" else {"exec", "__import__"}
+        assert not attrs & banned, path
 
 
 # -- run-time bounds: trees that pass the static check ---------------------------------------------------

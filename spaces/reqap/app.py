@@ -33,7 +33,7 @@ def _dataset() -> Any:
 
 @lru_cache(maxsize=1)
 def _system() -> Any:
-    from convohub.reqap.components import make_system
+    from convohub.reqap.components.build import make_system
 
     qud = f"sft:{space.resolve_folder(QUD_MODEL, 'model')}" if QUD_MODEL else "gold"
     ret = f"ce:{space.resolve_folder(RETRIEVE_MODEL, 'model')}" if RETRIEVE_MODEL else "bm25"
@@ -43,7 +43,7 @@ def _system() -> Any:
 
 @lru_cache(maxsize=8)
 def _persona(persona_id: str) -> Any:
-    from convohub.reqap.evaluation import load_persona
+    from convohub.reqap.data.perqa import load_persona
 
     store, questions, _ = load_persona(_dataset(), persona_id, canonical=False)
     decomposer = _system().decomposer
@@ -55,7 +55,7 @@ def _persona(persona_id: str) -> Any:
 
 def personas() -> list[str]:
     """Persona ids of the test split."""
-    from convohub.reqap.evaluation import persona_ids
+    from convohub.reqap.data.perqa import persona_ids
 
     return persona_ids(_dataset(), SPLIT)
 

@@ -11,7 +11,7 @@
   failed questions (a memory bomb included) are recorded as failed runs, and with ``--fail-on-error`` the
   exit status is 1 when any question failed.
 
-``execute`` and ``evaluate`` run each tree/question in a worker process (:mod:`convohub.reqap.worker`)
+``execute`` and ``evaluate`` run each tree/question in a worker process (:mod:`convohub.reqap.engine.worker`)
 with an OS address-space limit (``--worker-memory`` MiB over the worker's own baseline) and a hard time
 limit (``--worker-timeout``), so a tree that escapes the engine's own budgets ends that question only;
 ``--in-process`` turns this off (debugging, profiling).
@@ -62,7 +62,7 @@ def add_cli(subparsers: Any) -> argparse.ArgumentParser:
 
 
 def _add_worker(p: argparse.ArgumentParser) -> None:
-    from convohub.reqap.worker import DEFAULT_MEMORY_MB
+    from convohub.reqap.engine.worker import DEFAULT_MEMORY_MB
 
     g = p.add_argument_group("worker limits", "each tree/question runs in a child process under these OS limits; "
                              "a question that exceeds one fails alone and the run goes on")
@@ -80,7 +80,7 @@ def _limits(args: argparse.Namespace, extra_s: float = 0.0) -> Any:
     """The :class:`WorkerLimits` asked for on the command line, or None with --in-process."""
     if args.in_process:
         return None
-    from convohub.reqap.worker import WorkerLimits
+    from convohub.reqap.engine.worker import WorkerLimits
 
     timeout = args.worker_timeout if args.worker_timeout is not None else args.time_budget + 30.0 + extra_s
     return WorkerLimits(memory_mb=args.worker_memory, timeout_s=timeout)
@@ -88,8 +88,8 @@ def _limits(args: argparse.Namespace, extra_s: float = 0.0) -> Any:
 
 def run_execute(args: argparse.Namespace) -> int:
     """Handler of ``reqap execute``."""
-    from convohub.reqap.errors import TreeSyntaxError
-    from convohub.reqap.parse import parse_tree
+    from convohub.reqap.engine.errors import TreeSyntaxError
+    from convohub.reqap.engine.parse import parse_tree
 
     try:
         tree = parse_tree(args.tree)
@@ -98,7 +98,7 @@ def run_execute(args: argparse.Namespace) -> int:
         return 2
     from functools import partial
 
-    from convohub.reqap.worker import execute_setup, execute_tree_task
+    from convohub.reqap.components.build import execute_setup, execute_tree_task
 
     setup = partial(execute_setup, args.dataset, args.persona, args.retriever, args.reference_date,
                     args.time_budget, not args.no_dedup)
@@ -107,8 +107,8 @@ def run_execute(args: argparse.Namespace) -> int:
         if limits is None:
             result = execute_tree_task(setup(), args.tree)
         else:
-            from convohub.reqap.errors import WorkerLimitError
-            from convohub.reqap.worker import Worker
+            from convohub.reqap.engine.errors import WorkerLimitError
+            from convohub.reqap.engine.worker import Worker
 
             with Worker(setup, limits) as worker:
                 try:
@@ -182,7 +182,7 @@ def _add_evaluate(sub: Any) -> None:
 
 
 def _system_options(args: argparse.Namespace) -> dict[str, Any]:
-    """The keyword arguments of :func:`convohub.reqap.components.build_system` from the parsed flags."""
+    """The keyword arguments of :func:`convohub.reqap.components.build.build_system` from the parsed flags."""
     return {"system": args.system, "dataset": args.dataset, "decomposer": args.decomposer,
             "retriever": args.retriever, "extractor": args.extractor, "llm": args.llm, "llm_model": args.llm_model,
             "llm_cache": args.llm_cache, "top_n": args.top_n, "icl_split": args.icl_split,
@@ -191,7 +191,7 @@ def _system_options(args: argparse.Namespace) -> dict[str, Any]:
 
 def _build(args: argparse.Namespace) -> tuple[Any, Any]:
     """(system, on_persona callback) from the parsed flags; raises ValueError/FileNotFoundError on bad specs."""
-    from convohub.reqap.components import build_system
+    from convohub.reqap.components.build import build_system
 
     return build_system(**_system_options(args))
 
@@ -200,15 +200,14 @@ def render_tree(tree: str | None) -> str:
     """An operator tree as an indented outline, one operator per line (children below their parent)."""
     if not tree:
         return "(no tree)"
-    from convohub.reqap.parse import parse_tree
-    from convohub.reqap.pipeline import tree_outline
+    from convohub.reqap.engine.parse import parse_tree, tree_outline
 
     return "\n".join("  " * depth + line for depth, line in tree_outline(parse_tree(tree)))
 
 
 def run_ask(args: argparse.Namespace) -> int:
     """Handler of ``reqap ask``."""
-    from convohub.reqap.evaluation import load_persona
+    from convohub.reqap.data.perqa import load_persona
 
     try:
         system, on_persona = _build(args)
@@ -241,8 +240,8 @@ def run_evaluate(args: argparse.Namespace) -> int:
     """Handler of ``reqap evaluate``."""
     from functools import partial
 
-    from convohub.reqap.components import build_system
-    from convohub.reqap.evaluation import evaluate, format_results
+    from convohub.reqap.components.build import build_system
+    from convohub.reqap.release.evaluation import evaluate, format_results
 
     attribution = not args.no_attribution and args.system == "reqap"
     limits = _limits(args, extra_s=360.0 if attribution else 0.0)

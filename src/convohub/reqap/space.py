@@ -17,11 +17,13 @@ from datetime import date, datetime
 from pathlib import Path
 from typing import Any
 
-from convohub.reqap.events import EventStore
-from convohub.reqap.executor import REFERENCE_DATE
+from convohub.reqap.engine.events import EventStore
+from convohub.reqap.engine.executor import REFERENCE_DATE
 
-__all__ = ["OBS_COLUMNS", "TRACE_HEADERS", "ask", "events_from_csv", "events_from_ics", "example_questions",
-           "export_space", "resolve_folder", "tree_markdown", "tree_picture"]
+__all__ = [
+    "OBS_COLUMNS", "TRACE_HEADERS", "ask", "events_from_csv", "events_from_ics", "example_questions",
+    "export_space", "resolve_folder", "tree_markdown", "tree_picture"
+]
 
 SPACE_NAME = "reqap-demo"
 OBS_COLUMNS = ("id", "structured_event_id", "start_date", "start_time", "end_date", "end_time", "event_type",
@@ -111,8 +113,7 @@ def tree_picture(tree: str | None) -> str:
 
     if not tree:
         return tree_svg([])
-    from convohub.reqap.parse import parse_tree
-    from convohub.reqap.pipeline import tree_outline
+    from convohub.reqap.engine.parse import parse_tree, tree_outline
 
     return tree_svg(tree_outline(parse_tree(tree)))
 
@@ -141,8 +142,8 @@ def ask(system: Any, question: str, store: EventStore, reference_date: date = RE
 
 def example_questions(dataset_dir: Path, split: str = "test", n: int = 6) -> list[tuple[str, str]]:
     """(persona, question) examples that the gold-tree oracle can decompose, one per template."""
-    from convohub.reqap.gold_trees import gold_tree_or_none
-    from convohub.reqap.qud_data import load_questions
+    from convohub.reqap.data.gold import gold_tree_or_none
+    from convohub.reqap.data.perqa import load_questions
 
     out: list[tuple[str, str]] = []
     templates: set[str] = set()

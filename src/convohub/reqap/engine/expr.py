@@ -2,7 +2,7 @@
 
 The authors run these lambdas with Python's ``eval`` and unrestricted globals; an operator tree comes from
 an LLM, so convohub treats it as untrusted input. A lambda is parsed with :mod:`ast` (parsing only) and
-checked here node by node against a whitelist; :mod:`convohub.reqap.interpreter` then interprets the checked
+checked here node by node against a whitelist; :mod:`convohub.reqap.engine.interpreter` then interprets the checked
 AST itself. Nothing is ever compiled to code.
 
 Checked statically (the tree is rejected before anything runs):
@@ -28,10 +28,12 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
-from convohub.reqap.errors import TreeSyntaxError
+from convohub.reqap.engine.errors import TreeSyntaxError
 
-__all__ = ["CLASS_METHODS", "DATA_ATTRIBUTES", "FUNCTIONS", "METHODS", "Function", "SubtreeSlot",
-           "validate_function"]
+__all__ = [
+    "CLASS_METHODS", "DATA_ATTRIBUTES", "FUNCTIONS", "Function", "METHODS", "SubtreeSlot",
+    "validate_function"
+]
 
 #: Callable names (plain calls). ``date``/``time``/``datetime``/``timedelta``/``relativedelta`` are
 #: constructors; everything else is the builtin of that name, restricted by the evaluator.

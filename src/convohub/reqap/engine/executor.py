@@ -16,23 +16,22 @@ from dataclasses import dataclass, field
 from datetime import date, datetime, time, timedelta
 from typing import Any
 
-from convohub.reqap.errors import (
+from convohub.reqap.engine.errors import (
     BudgetExceeded,
     ExecutionError,
     MemoryBudgetExceeded,
     ResourceLimitError,
     TreeSyntaxError,
 )
-from convohub.reqap.events import EventStore
-from convohub.reqap.expr import Function
-from convohub.reqap.extraction import DirectExtractor, Extractor
-from convohub.reqap.interpreter import MAX_ALLOC, Evaluator, Group
-from convohub.reqap.join import MAX_JOIN_OUTPUT
-from convohub.reqap.operators import IMPLEMENTATIONS, OperatorContext
-from convohub.reqap.parse import Node, OpNode, Placeholder, parse_tree
-from convohub.reqap.retrieval import BM25Retriever, Retriever
+from convohub.reqap.engine.events import EventStore
+from convohub.reqap.engine.expr import Function
+from convohub.reqap.engine.interpreter import MAX_ALLOC, Evaluator, Group
+from convohub.reqap.engine.join import MAX_JOIN_OUTPUT
+from convohub.reqap.engine.operators import IMPLEMENTATIONS, OperatorContext
+from convohub.reqap.engine.parse import Node, OpNode, Placeholder, arg_summary, parse_tree
+from convohub.reqap.engine.protocols import Extractor, Retriever
 
-__all__ = ["REFERENCE_DATE", "ExecutionResult", "Executor", "execute_tree", "to_jsonable"]
+__all__ = ["ExecutionResult", "Executor", "REFERENCE_DATE", "execute_tree", "to_jsonable"]
 
 #: PerQA's reference date for every question (CURRENT_DATE / "today").
 REFERENCE_DATE = date(2024, 11, 25)
@@ -85,21 +84,6 @@ def preview(value: Any) -> str:
     return (text if len(text) <= room else text[:room - 3] + "...") + rest
 
 
-def _summary(node: OpNode) -> dict[str, str]:
-    out = {}
-    for k, v in node.args.items():
-        if isinstance(v, (OpNode, Placeholder)):
-            continue
-        if isinstance(v, Function):
-            s = v.render(lambda sub: sub.op + "(...)" if isinstance(sub, OpNode) else sub.text)
-        elif isinstance(v, tuple):
-            s = "[" + ", ".join(v) + "]"
-        else:
-            s = str(v)
-        out[k] = s if len(s) <= 120 else s[:117] + "..."
-    return out
-
-
 @dataclass
 class ExecutionResult:
     """Outcome of one tree: a JSON-ready ``answer``, the ``trace`` and ``error`` (None on success)."""
@@ -109,7 +93,7 @@ class ExecutionResult:
     error: str | None = None
     seconds: float = 0.0
     raw: Any = None  # the answer before JSON conversion (dates stay dates)
-    allocated: int = 0  # bytes charged to the question's memory budget (see convohub.reqap.interpreter)
+    allocated: int = 0  # bytes charged to the question's memory budget (see convohub.reqap.engine.interpreter)
 
     @property
     def ok(self) -> bool:
@@ -122,10 +106,11 @@ class ExecutionResult:
 class Executor:
     """Runs trees over one persona's :class:`EventStore`.
 
-    ``retriever`` defaults to :class:`BM25Retriever`, ``extractor`` to :class:`DirectExtractor`.
+    ``retriever`` defaults to :class:`~convohub.reqap.components.retrieve.BM25Retriever`, ``extractor`` to
+    :class:`~convohub.reqap.components.extract.DirectExtractor`.
     ``join_strategy`` forces a JOIN strategy (auto, equi, sweep, nested) -- for tests and benchmarks;
     ``max_alloc`` bounds the bytes a question's values may take (lambda results, copied and merged events;
-    see :mod:`convohub.reqap.interpreter`), ``max_join_output`` the merged events of one JOIN.
+    see :mod:`convohub.reqap.engine.interpreter`), ``max_join_output`` the merged events of one JOIN.
     """
 
     def __init__(self, store: EventStore, retriever: Retriever | None = None, extractor: Extractor | None = None,
@@ -133,8 +118,14 @@ class Executor:
                  dedup: bool = True, join_strategy: str = "auto", max_alloc: int = MAX_ALLOC,
                  max_join_output: int = MAX_JOIN_OUTPUT) -> None:
         self.store = store
-        self.retriever = retriever if retriever is not None else BM25Retriever()
-        self.extractor = extractor if extractor is not None else DirectExtractor()
+        if retriever is None or extractor is None:  # the stand-ins live one layer up (components)
+            from convohub.reqap.components.extract import DirectExtractor
+            from convohub.reqap.components.retrieve import BM25Retriever
+
+            retriever = retriever if retriever is not None else BM25Retriever()
+            extractor = extractor if extractor is not None else DirectExtractor()
+        self.retriever: Retriever = retriever
+        self.extractor: Extractor = extractor
         self.reference_date = reference_date
         self.time_budget = time_budget
         self.dedup = dedup
@@ -219,7 +210,7 @@ class _Run:
         self.check()
         if isinstance(node, Placeholder):
             raise ExecutionError(f"unresolved placeholder {node.text}")
-        entry: dict[str, Any] = {"id": len(self.trace), "depth": depth, "operator": node.op, "args": _summary(node),
+        entry: dict[str, Any] = {"id": len(self.trace), "depth": depth, "operator": node.op, "args": arg_summary(node),
                                  "input_sizes": [], "output_size": None, "output_preview": "", "seconds": 0.0, "cached": False}
         self.trace.append(entry)
         key = node.text

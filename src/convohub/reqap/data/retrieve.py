@@ -3,10 +3,10 @@
 Why: the paper trains an *event* cross-encoder (keep / drop one candidate event) and a *pattern*
 cross-encoder (is a frequent key-value pattern of the candidate pool relevant, irrelevant or partially
 relevant?) from the benchmark's ground truth. convohub's gold operator trees
-(:mod:`convohub.reqap.gold_trees`) name every RETRIEVE query of a question, and :class:`OracleIndex` gives
+(:mod:`convohub.reqap.data.gold`) name every RETRIEVE query of a question, and :class:`OracleIndex` gives
 the gold event ids of each query, so every (persona, query) pair yields labelled examples:
 
-* the first stage (BM25 over verbalised events, :class:`~convohub.reqap.retrieval.BM25Retriever`) gives the
+* the first stage (BM25 over verbalised events, :class:`~convohub.reqap.components.retrieve.BM25Retriever`) gives the
   candidate pool; calls whose first-stage recall of the gold events is below ``min_recall`` (0.5) are
   skipped, because the cross-encoders only ever see candidates;
 * events: <= 5 positives (gold candidates), <= 5 hard negatives (drawn from the best-scored non-gold
@@ -25,7 +25,6 @@ from __future__ import annotations
 
 import itertools
 import json
-import re
 from collections import Counter, defaultdict
 from collections.abc import Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
@@ -33,26 +32,23 @@ from pathlib import Path
 from typing import Any
 
 from convohub.perqa.vocab import derive_rng
-from convohub.reqap.events import EventStore
-from convohub.reqap.expr import Function
-from convohub.reqap.gold_trees import OracleIndex, gold_tree_or_none
-from convohub.reqap.parse import OpNode, parse_tree
-from convohub.reqap.retrieval import HIDDEN_KEYS, BM25Retriever, verbalise_event
+from convohub.reqap.components.retrieve import (
+    IRRELEVANT,
+    PARTIAL,
+    RELEVANT,
+    BM25Retriever,
+    PatternIndex,
+    event_text,
+)
+from convohub.reqap.data.gold import OracleIndex, gold_tree_or_none
+from convohub.reqap.engine.events import EventStore
+from convohub.reqap.engine.expr import Function
+from convohub.reqap.engine.parse import OpNode, parse_tree
 
-__all__ = ["EVENT_LABELS", "PATTERN_LABELS", "Example", "Pattern", "PatternIndex", "RetrieveData",
-           "RetrieveDataConfig", "decode_events", "derive", "derive_from_dataset", "derive_from_perqa", "event_text",
-           "pattern_label", "pattern_value", "personas_with_questions", "retrieve_queries",
-           "to_rows"]
-
-#: Class ids of the event cross-encoder (2 classes) and of the pattern cross-encoder (3 classes).
-EVENT_LABELS: dict[int, str] = {0: "irrelevant", 1: "relevant"}
-PATTERN_LABELS: dict[int, str] = {0: "irrelevant", 1: "relevant", 2: "partial"}
-IRRELEVANT, RELEVANT, PARTIAL = 0, 1, 2
-#: Keys never used in patterns: identifiers, the source (it has its own pattern) and the time span.
-PATTERN_SKIP_KEYS = HIDDEN_KEYS | {"source", "start_date", "start_time", "end_date", "end_time"}
-MAX_PATTERN_VALUE_CHARS = 80
-# numbers, amounts with a short unit ("5.99 EUR", "42 min"), dates, times, timestamps
-_NUMERIC = re.compile(r"^[-+]?\d[\d.,:\- T]*\s*[A-Za-z%]{0,5}$")
+__all__ = [
+    "Example", "RetrieveData", "RetrieveDataConfig", "decode_events", "derive", "derive_from_dataset",
+    "derive_from_perqa", "pattern_label", "personas_with_questions", "retrieve_queries", "to_rows"
+]
 
 
 @dataclass(frozen=True)
@@ -69,97 +65,6 @@ class RetrieveDataConfig:
     pattern_threshold: int = 100
     max_positive_patterns: int = 5
     max_negative_patterns: int = 5
-
-
-@dataclass(frozen=True, order=True)
-class Pattern:
-    """A set of events: all of one ``source`` (``key`` None) or those whose ``key`` has ``value``."""
-
-    source: str
-    key: str | None = None
-    value: str | None = None
-
-    @property
-    def is_source(self) -> bool:
-        return self.key is None
-
-    @property
-    def text(self) -> str:
-        """What the pattern cross-encoder reads: ``"source: mail"`` or ``"source: calendar, summary: ..."``."""
-        head = f"source: {self.source}"
-        return head if self.key is None else f"{head}, {self.key}: {self.value}"
-
-    def matches(self, event: Mapping[str, Any]) -> bool:
-        if event.get("source") != self.source:
-            return False
-        return self.key is None or pattern_value(event.get(self.key)) == self.value
-
-
-def event_text(event: Mapping[str, Any]) -> str:
-    """What the event cross-encoder reads: the ``source`` line first (so truncation to a short max length
-    keeps it), then the event's other ``key: json(value)`` lines as the first stage verbalises them."""
-    rest = verbalise_event({k: v for k, v in event.items() if k != "source"})
-    source = event.get("source")
-    return f"source: {json.dumps(source)}\n{rest}" if source is not None else rest
-
-
-def pattern_value(value: Any) -> str | None:
-    """The pattern form of a value, None when it cannot be a pattern (missing, numeric, temporal, long)."""
-    if value is None or isinstance(value, (bool, int, float, dict)):
-        return None
-    text = json.dumps(value, ensure_ascii=False) if isinstance(value, list) else str(value).strip()
-    if not text or len(text) > MAX_PATTERN_VALUE_CHARS or _NUMERIC.match(text):
-        return None
-    return text
-
-
-def _event_patterns(event: Mapping[str, Any]) -> Iterator[Pattern]:
-    source = event.get("source")
-    if source is None:
-        return
-    for k, v in event.items():
-        if k in PATTERN_SKIP_KEYS:
-            continue
-        value = pattern_value(v)
-        if value is not None:
-            yield Pattern(str(source), k, value)
-
-
-class PatternIndex:
-    """Which events of a store each pattern matches, and each event's patterns (built once per store)."""
-
-    def __init__(self, store: EventStore) -> None:
-        self.store = store
-        self._ids: dict[Pattern, list[str]] = defaultdict(list)
-        self._of: dict[str, tuple[Pattern, ...]] = {}
-        for e in store.events:
-            if e.get("source") is None:
-                continue
-            own = tuple(_event_patterns(e))
-            self._of[e["id"]] = own
-            self._ids[Pattern(str(e["source"]))].append(e["id"])
-            for p in own:
-                self._ids[p].append(e["id"])
-
-    def ids(self, pattern: Pattern) -> list[str]:
-        """Ids of every event of the store the pattern matches, in store order."""
-        return self._ids.get(pattern, [])
-
-    def detect(self, candidate_ids: Iterable[str], threshold: int) -> list[Pattern]:
-        """Frequent non-numeric key-value patterns of the candidates (>= ``threshold`` events), most frequent
-        first, then one source pattern per source of the candidates (in order of first appearance)."""
-        counts: Counter[Pattern] = Counter()
-        sources: dict[str, None] = {}
-        for i in candidate_ids:
-            if i not in self._of:
-                continue
-            sources.setdefault(str(self.store.by_id[i]["source"]))
-            counts.update(self._of[i])
-        return _frequent(counts, threshold) + [Pattern(s) for s in sources]
-
-
-def _frequent(counts: Counter[Pattern], threshold: int) -> list[Pattern]:
-    return sorted((p for p, n in counts.items() if n >= threshold), key=lambda p: (-counts[p], p))
 
 
 def retrieve_queries(tree: str | OpNode) -> list[str]:
@@ -343,7 +248,7 @@ def derive_from_perqa(data: Any, split: str, config: RetrieveDataConfig | None =
 
 def personas_with_questions(dataset_path: str | Path, split: str) -> Iterator[PersonaInput]:
     """``(persona_id, observable, canonical, questions)`` of one split of a built PerQA dataset."""
-    from convohub.reqap.extract_pairs import personas_from_dataset
+    from convohub.reqap.data.extract import personas_from_dataset
 
     if Path(dataset_path).is_dir():
         from convohub.hub import load_local

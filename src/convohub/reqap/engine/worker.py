@@ -1,6 +1,6 @@
 """One question at a time in a child process, under an OS memory limit and a hard time limit.
 
-The engine's own budgets (:mod:`convohub.reqap.interpreter`) stop the bombs they can see, but they count
+The engine's own budgets (:mod:`convohub.reqap.engine.interpreter`) stop the bombs they can see, but they count
 Python objects, not the process: a C-level loop, an allocation the accounting misses or a component that
 leaks can still take the machine down. ``reqap execute`` and ``reqap evaluate`` therefore run each
 question in a :class:`Worker`: a ``spawn``-ed process (no inherited state, no fork of a process that may
@@ -24,13 +24,12 @@ import pickle
 import resource
 from collections.abc import Callable
 from dataclasses import dataclass
-from datetime import date
 from pathlib import Path
 from typing import Any
 
-from convohub.reqap.errors import WorkerLimitError
+from convohub.reqap.engine.errors import WorkerLimitError
 
-__all__ = ["DEFAULT_MEMORY_MB", "Worker", "WorkerLimits", "address_space", "execute_setup", "execute_tree_task"]
+__all__ = ["DEFAULT_MEMORY_MB", "Worker", "WorkerLimits", "address_space"]
 
 #: Address space (MiB) a task may add to what its worker already holds.
 DEFAULT_MEMORY_MB = 1024
@@ -197,22 +196,3 @@ class Worker:
             if self._process is not None:
                 self._process.join(5)
         self._stop()
-
-
-# -- tasks of ``reqap execute`` ------------------------------------------------------------------------------
-def execute_setup(dataset: Path, persona: str, retriever: str, reference_date: date, time_budget: float,
-                  dedup: bool) -> Any:
-    """An :class:`~convohub.reqap.executor.Executor` over one persona of a built PerQA folder (the worker's
-    state for ``reqap execute``); raises FileNotFoundError/KeyError when the persona cannot be read."""
-    from convohub.reqap.events import EventStore
-    from convohub.reqap.executor import Executor
-    from convohub.reqap.retrieval import make_retriever
-
-    store = EventStore.from_dataset_folder(dataset, persona)
-    return Executor(store, make_retriever(retriever), reference_date=reference_date, time_budget=time_budget,
-                    dedup=dedup)
-
-
-def execute_tree_task(executor: Any, tree: str) -> dict[str, Any]:
-    """Task: run one tree with the worker's executor; the JSON-ready result."""
-    return executor.execute(tree).to_dict()

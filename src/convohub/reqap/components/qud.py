@@ -12,14 +12,17 @@ placeholder is decomposed by a later call, until every branch ends in a ``RETRIE
   assembled lazily (no LLM call happens before the tree that needs it is requested), best first.
 * Guards (the spec's): a branch deeper than ``max_depth`` levels is dropped, a branch whose output repeats
   an earlier output on its chain is dropped, and at most ``max_trees`` trees are produced per question.
-* Every LLM output is parsed by :func:`convohub.reqap.parse.parse_tree` (whitelisted operators and
+* Every LLM output is parsed by :func:`convohub.reqap.engine.parse.parse_tree` (whitelisted operators and
   lambdas only) and must be one operator with placeholder inputs; anything else is counted in
   :attr:`QUDStats.rejected` and dropped -- nothing the model writes is ever executed as code.
 
 :class:`ICLDecomposer` prompts a general LLM with an instruction and 8 hand-written example dialogues
-chosen by BM25 over the current history (the bank: ``qud_examples.yaml``). :class:`SFTDecomposer` runs the
+chosen by BM25 over the current history (the bank: ``convohub/reqap/data/qud.yaml``). :class:`SFTDecomposer` runs the
 same recursion on a fine-tuned causal LM (greedy, ``max_new_tokens`` 200, the oldest turns dropped when the
 input exceeds ``max_input_tokens``), whether it is loaded in-process or served behind an endpoint.
+
+:class:`Decomposer` is the protocol every decomposer follows (``candidates(question)``: complete trees,
+best first); :class:`StaticDecomposer` replays fixed trees (tests, saved predictions).
 """
 
 from __future__ import annotations
@@ -27,22 +30,50 @@ from __future__ import annotations
 import json
 import re
 from collections import Counter
-from collections.abc import Callable, Iterator, Mapping, Sequence
+from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from functools import cached_property
 from importlib import resources
 from pathlib import Path
-from typing import Any
+from typing import Any, Protocol
 
 from convohub.llm import ChatBackend, ChatRequest
-from convohub.reqap.errors import TreeSyntaxError
-from convohub.reqap.expr import Function
-from convohub.reqap.parse import Node, OpNode, Placeholder, assemble, parse_tree, placeholders, substitute
-from convohub.reqap.retrieval import tokenize
+from convohub.reqap.components.retrieve import tokenize
+from convohub.reqap.engine.errors import TreeSyntaxError
+from convohub.reqap.engine.expr import Function
+from convohub.reqap.engine.parse import (
+    Node,
+    OpNode,
+    Placeholder,
+    assemble,
+    parse_tree,
+    placeholders,
+    substitute,
+)
 
-__all__ = ["INSTRUCTION", "Candidate", "ICLDecomposer", "QUDExample", "QUDStats",
-           "RecursiveDecomposer", "SFTDecomposer", "Turn", "history_messages", "load_examples", "parse_step",
-           "step_chains", "truncate_chain"]
+__all__ = [
+    "Candidate", "Decomposer", "ICLDecomposer", "INSTRUCTION", "QUDExample", "QUDStats",
+    "RecursiveDecomposer", "SFTDecomposer", "StaticDecomposer", "Turn", "history_messages", "load_examples",
+    "parse_step", "step_chains", "truncate_chain"
+]
+
+
+class Decomposer(Protocol):
+    """QUD: complete operator-tree strings for a question, best first (may yield nothing)."""
+
+    def candidates(self, question: str) -> Iterator[str]: ...
+
+
+class StaticDecomposer:
+    """Fixed trees per question text (tests, replaying saved predictions)."""
+
+    name = "static"
+
+    def __init__(self, trees: Mapping[str, Iterable[str]]) -> None:
+        self.trees = {k.strip(): list(v) for k, v in trees.items()}
+
+    def candidates(self, question: str) -> Iterator[str]:
+        yield from self.trees.get(question.strip(), [])
 
 #: One ancestor turn: (input sub-question, output operator step in canonical text).
 Turn = tuple[str, str]
@@ -227,7 +258,7 @@ class QUDExample:
 
 
 def default_examples_path() -> Path:
-    return Path(str(resources.files("convohub.reqap") / "qud_examples.yaml"))
+    return Path(str(resources.files("convohub.reqap.data") / "qud.yaml"))
 
 
 def load_examples(path: str | Path | None = None) -> list[QUDExample]:
@@ -346,7 +377,7 @@ class RecursiveDecomposer:
 
     ``n_options`` answers per step: the first greedy, the others sampled (``temperature``, seeds
     ``seed + i``). ``max_depth`` operator levels below the root are allowed (as in
-    :func:`convohub.reqap.parse.assemble`); at most ``max_trees`` trees per question.
+    :func:`convohub.reqap.engine.parse.assemble`); at most ``max_trees`` trees per question.
     """
 
     def __init__(self, backend: ChatBackend, *, n_options: int = 1, temperature: float = 0.7,

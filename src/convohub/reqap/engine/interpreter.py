@@ -1,4 +1,4 @@
-"""Interpreter of checked lambda/condition ASTs (see :mod:`convohub.reqap.expr` for the language).
+"""Interpreter of checked lambda/condition ASTs (see :mod:`convohub.reqap.engine.expr` for the language).
 
 The evaluator walks the AST itself; no code object is ever built. Beyond the static whitelist it bounds
 what only shows at run time, because a tree from an LLM can build values of any size out of a few
@@ -30,14 +30,14 @@ from collections.abc import Callable, Iterable
 from datetime import date, datetime, time, timedelta
 from typing import Any
 
-from convohub.reqap.errors import (
+from convohub.reqap.engine.errors import (
     BudgetExceeded,
     ExpressionError,
     MemoryBudgetExceeded,
     ResourceLimitError,
     describe_node,
 )
-from convohub.reqap.expr import Function, SubtreeSlot
+from convohub.reqap.engine.expr import Function, SubtreeSlot
 
 __all__ = ["Evaluator", "Group"]
 

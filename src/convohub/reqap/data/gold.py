@@ -37,6 +37,9 @@ follows one of the patterns of :data:`QUERY_INTENTS`, each naming what a perfect
   question variable (the value must be readable in the text; literal category codes such as
   ``milestone_type: new_job`` are implied by the wording). The engine's RETRIEVE de-duplication then
   merges the calendar entry, mail and post of one happening (they share its time span).
+
+:class:`GoldTreeDecomposer` is the decomposer built on these trees: an ORACLE (``--decomposer gold``) for
+upper bounds, offline demos and error attribution, never a system result.
 """
 
 from __future__ import annotations
@@ -44,17 +47,19 @@ from __future__ import annotations
 import json
 import re
 import string
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
 from convohub.perqa.templates import TEMPLATES, QuestionTemplate
-from convohub.reqap.expr import Function
-from convohub.reqap.parse import OpNode, Placeholder, parse_tree
-from convohub.reqap.retrieval import OracleRetriever
+from convohub.reqap.components.retrieve import OracleRetriever
+from convohub.reqap.engine.expr import Function
+from convohub.reqap.engine.parse import OpNode, Placeholder, parse_tree
 
-__all__ = ["GOLD_TREES", "QUERY_INTENTS", "SKIPPED", "GoldTree", "Intent", "OracleIndex", "decompose",
-           "gold_template", "gold_tree", "oracle_retriever", "template_bindings", "visible_canonical"]
+__all__ = [
+    "GOLD_TREES", "GoldTree", "GoldTreeDecomposer", "Intent", "OracleIndex", "QUERY_INTENTS", "SKIPPED",
+    "decompose", "gold_template", "gold_tree", "oracle_retriever", "template_bindings", "visible_canonical"
+]
 
 #: The structured observable sources: their events carry the keys trees EXTRACT.
 STRUCTURED_KINDS = frozenset({"movie_stream", "music_stream", "online_purchase", "tvseries_stream", "workout"})
@@ -632,7 +637,7 @@ def decompose(tree: str | OpNode, question: Mapping[str, Any]) -> list[tuple[str
 
     The first pair is (the question, the root operator); each step is one operator whose operator
     arguments are ``{{ QU(question="...") }}`` placeholders, and every placeholder's question is the
-    first element of a later pair, so :func:`convohub.reqap.parse.assemble` rebuilds the tree. Sub-question
+    first element of a later pair, so :func:`convohub.reqap.engine.parse.assemble` rebuilds the tree. Sub-question
     texts come from the question's gold template; a subtree the gold tree does not contain raises KeyError.
     """
     labels = _labels(question)
@@ -757,3 +762,48 @@ def visible_canonical(canonical: Sequence[Mapping[str, Any]],
     """
     exported = {str(o["structured_event_id"]) for o in observable if o["event_type"] in STRUCTURED_KINDS}
     return [e for e in canonical if e["event_type"] not in STRUCTURED_KINDS or str(e["id"]) in exported]
+
+
+class GoldTreeDecomposer:
+    """ORACLE decomposer: the gold tree of the question's PerQA template (see :mod:`convohub.reqap.data.gold`).
+
+    Questions registered with :meth:`add` (dicts with ``question`` and ``template_id``, and ``sql_query``
+    when known, which disambiguates the variables) are looked up by text; any other text is matched against
+    every gold template's question pattern, so free-text questions in the Space work when they follow a
+    template. Yields at most one tree per matching template.
+    """
+
+    name = "gold-tree-oracle"
+
+    def __init__(self, questions: Iterable[Mapping[str, Any]] = ()) -> None:
+        self._known: dict[str, Mapping[str, Any]] = {}
+        for q in questions:
+            self.add(q)
+
+    def add(self, question: Mapping[str, Any]) -> None:
+        self._known[str(question["question"]).strip()] = question
+
+    def tree_for(self, question: Mapping[str, Any]) -> str | None:
+        """The gold tree of one question dict, None when its template has none or does not fit."""
+
+        return gold_tree_or_none(question)
+
+    def candidates(self, question: str) -> Iterator[str]:
+        from convohub.perqa.templates import TEMPLATES
+
+        text = question.strip()
+        if text in self._known:
+            tree = self.tree_for(self._known[text])
+            if tree is not None:
+                yield tree
+            return
+        seen: set[str] = set()
+        for template in TEMPLATES:
+            if template.template_id not in GOLD_TREES:
+                continue
+            if not template.variables and text.lower() != template.question.lower():
+                continue  # gold_tree() checks the text only where there are variables to recover
+            tree = self.tree_for({"template_id": template.template_id, "question": text})
+            if tree is not None and tree not in seen:
+                seen.add(tree)
+                yield tree

@@ -5,10 +5,11 @@ A tree is written as one nested Python-like expression, e.g.
 A QUD step is the same notation with placeholders for its list arguments, ``{{ QU(question="...") }}``
 (also accepted: ``QU(question="...")``, ``QU("...")``, ``QUD("...")``, the paper's tables). Placeholders
 may also sit inside lambdas (``QUD("...").result``): they are operator subtrees whose value the lambda
-reads. :func:`substitute` and :func:`assemble` turn steps into a whole tree.
+reads. :func:`substitute` and :func:`assemble` turn steps into a whole tree; :func:`tree_outline` and
+:func:`arg_summary` draw a parsed tree (CLI, trace, Space).
 
 Only the whitelisted operators of :data:`OPERATORS` with their declared arguments are accepted; function
-arguments go through :func:`convohub.reqap.expr.validate_function`.
+arguments go through :func:`convohub.reqap.engine.expr.validate_function`.
 """
 
 from __future__ import annotations
@@ -20,8 +21,10 @@ from dataclasses import dataclass, field
 from functools import cached_property
 from typing import Any
 
-from convohub.reqap.errors import TreeSyntaxError
-from convohub.reqap.expr import (
+from convohub.reqap.engine.errors import (
+    TreeSyntaxError,
+)
+from convohub.reqap.engine.expr import (
     OPERATOR_NAMES,
     PLACEHOLDER_NAMES,
     Function,
@@ -29,10 +32,14 @@ from convohub.reqap.expr import (
     validate_function,
 )
 
-__all__ = ["OPERATORS", "ArgSpec", "Node", "OpNode", "Placeholder", "assemble", "parse_tree", "placeholders",
-           "substitute"]
+__all__ = [
+    "ArgSpec", "Node", "OPERATORS", "OpNode", "Placeholder", "arg_summary", "assemble", "parse_tree",
+    "placeholders", "substitute", "tree_outline"
+]
 
 MAX_TREE_CHARS = 100_000
+
+
 MAX_TREE_DEPTH = 40
 
 #: Conversions EXTRACT accepts in ``attr_types`` (the authors' notation).
@@ -319,3 +326,37 @@ def assemble(root: str | Node, steps: Resolver, *, max_depth: int = 8) -> Node:
         return substitute(tree, resolve)
 
     return build(root, 0)
+
+
+def arg_summary(node: OpNode) -> dict[str, str]:
+    out = {}
+    for k, v in node.args.items():
+        if isinstance(v, (OpNode, Placeholder)):
+            continue
+        if isinstance(v, Function):
+            s = v.render(lambda sub: sub.op + "(...)" if isinstance(sub, OpNode) else sub.text)
+        elif isinstance(v, tuple):
+            s = "[" + ", ".join(v) + "]"
+        else:
+            s = str(v)
+        out[k] = s if len(s) <= 120 else s[:117] + "..."
+    return out
+
+
+def tree_outline(node: Any, depth: int = 0) -> list[tuple[int, str]]:
+    """(depth, ``OP(arg=value, ...)``) per operator in pre-order: list arguments first, then operators
+    nested in lambdas; operator arguments are shown as children, not inline. For drawing trees."""
+    from convohub.reqap.engine.expr import Function
+
+    if not isinstance(node, OpNode):
+        return [(depth, getattr(node, "text", str(node)))]
+    args = ", ".join(f"{k}={v}" for k, v in arg_summary(node).items())
+    out = [(depth, f"{node.op}({args})")]
+    for v in node.args.values():
+        if isinstance(v, OpNode):
+            out += tree_outline(v, depth + 1)
+    for v in node.args.values():
+        if isinstance(v, Function):
+            for sub in v.subtrees:
+                out += tree_outline(sub, depth + 1)
+    return out

@@ -15,8 +15,10 @@ from datetime import date, datetime, time
 from pathlib import Path
 from typing import Any
 
-__all__ = ["STRUCTURED_SOURCES", "EventStore", "deduplicate", "normalise_record", "parse_date", "parse_time",
-           "typed_event"]
+__all__ = [
+    "EventStore", "STRUCTURED_SOURCES", "deduplicate", "normalise_record", "parse_date", "parse_time",
+    "typed_event"
+]
 
 #: Sources whose events come from structured logs; they win when events with overlapping spans merge.
 STRUCTURED_SOURCES = frozenset({"movie_stream", "music_stream", "online_purchase", "tvseries_stream", "workout"})

@@ -25,19 +25,17 @@ from __future__ import annotations
 
 import hashlib
 import json
-import re
 from collections import defaultdict
 from collections.abc import Iterable, Iterator, Mapping, Sequence
 from dataclasses import asdict, dataclass
-from datetime import date, datetime, time
 from pathlib import Path
 from typing import Any
 
 from convohub.perqa.canonical import SCHEMAS
 from convohub.perqa.observable import OBSERVABLE_KEYS, fmt
 from convohub.perqa.vocab import derive_rng
+from convohub.reqap.components.extract import NULL, extraction_input, persona_names
 
-NULL = "null"
 TEMPORAL_KEYS = ("start_date", "start_time", "end_date", "end_time")
 UNSTRUCTURED_SOURCES = ("calendar", "mail", "social_media")
 #: Canonical bookkeeping keys that are not attributes of the event itself.
@@ -162,55 +160,6 @@ def format_value(value: Any) -> str:
     return fmt(value)
 
 
-_NUMBER = re.compile(r"[-+]?\d[\d,]*(?:\.\d+)?|[-+]?\.\d+")
-
-
-def _number(text: str) -> float | None:
-    """The leading number of ``text``, ignoring trailing units ("84.44 EUR", "34 minutes", "5.3km")."""
-    match = _NUMBER.search(text)
-    if match is None or text[:match.start()].strip() not in ("", "$", "€", "£"):
-        return None
-    return float(match.group().replace(",", ""))
-
-
-def convert_value(text: str | None, attr_type: str | type = "str") -> Any:
-    """Convert a generated value to ``attr_type`` (date, time, datetime, float, int, str, list, or the type
-    objects). ``"null"``, empty and unparseable values give ``None``: EXTRACT drops such events anyway, and
-    a wrong-typed value must not crash a whole operator tree."""
-    if text is None:
-        return None
-    text = str(text).strip()
-    if not text or text.lower() in (NULL, "none"):
-        return None
-    name = attr_type if isinstance(attr_type, str) else attr_type.__name__
-    try:
-        if name in ("float", "int"):
-            number = _number(text)
-            if number is None:
-                return None
-            return number if name == "float" else round(number)
-        if name == "date":
-            return date.fromisoformat(text[:10])
-        if name == "time":
-            return time.fromisoformat(text.split(" ")[-1] if " " in text else text)
-        if name == "datetime":
-            number = _number(text) if re.fullmatch(r"[-+]?\d+(?:\.\d+)?", text) else None
-            return datetime.fromtimestamp(number) if number is not None else datetime.fromisoformat(text)
-        if name == "list":
-            if text.startswith("["):
-                parsed = json.loads(text)
-                return [str(v) for v in parsed] if isinstance(parsed, list) else None
-            return [p.strip() for p in re.split(r",\s*|\s+and\s+", text) if p.strip()]
-        if name == "bool":
-            return {"true": True, "false": False, "yes": True, "no": False}.get(text.lower())
-    except (ValueError, json.JSONDecodeError, OverflowError, OSError):
-        return None
-    if name == "str":
-        return text
-    raise ValueError(f"unknown attr_type {attr_type!r}; "
-                     "expected date, time, datetime, float, int, str, list or bool")
-
-
 # ------------------------------------------------------------------------------------------ inputs
 
 
@@ -222,29 +171,6 @@ def event_attributes(event: Mapping[str, Any]) -> dict[str, Any]:
     out = {k: event[k] for k in TEMPORAL_KEYS if event.get(k) is not None}
     out.update(data)
     return out
-
-
-def verbalise(attributes: Mapping[str, Any]) -> str:
-    """``key: json(value)`` lines, the event text of both the EXTRACT and the RETRIEVE models."""
-    return "\n".join(f"{k}: {json.dumps(v, ensure_ascii=False)}" for k, v in attributes.items())
-
-
-def persona_names(persona: Mapping[str, Any]) -> str:
-    """Names of the persona, relatives, friends and pets, so "my mother" can be resolved from an event."""
-    parts = [f"me: {persona.get('name')}"] if persona.get("name") else []
-    for role in ("mother", "father", "partner", "siblings", "kids", "pets", "friends"):
-        value = persona.get(role)
-        items = value if isinstance(value, list) else [value] if value else []
-        names = [i.get("name", "") if isinstance(i, Mapping) else str(i) for i in items]
-        if any(names):
-            parts.append(f"{role}: {', '.join(n for n in names if n)}")
-    return "; ".join(parts)
-
-
-def extraction_input(attribute: str, attributes: Mapping[str, Any], names: str = "") -> str:
-    """The model input for one attribute of one event (``names``: :func:`persona_names`, optional)."""
-    text = f"Attribute: {attribute}, Event: {verbalise(attributes)}"
-    return f"{text}\nPersona: {names}" if names else text
 
 
 # ------------------------------------------------------------------------------------------ pairs

@@ -2,38 +2,32 @@
 
 Specs: decomposer ``gold`` (the gold-tree ORACLE), ``sft:PATH`` (the trained QUD model), ``icl`` (ICL QUD
 over the LLM backend), ``trees:PATH`` (fixed trees from a JSON file ``{question: tree or [trees]}``, to
-replay saved predictions or test hand-written trees); retriever ``bm25``, ``oracle`` (gold-tree query oracle, needs the canonical events),
-``all``, ``ce:PATH`` (the trained cross-encoders); extractor ``lookup`` or ``model:PATH`` (trained EXTRACT
-model). The learned QUD and RETRIEVE components live in their own modules and are imported only when
-named, so the offline stand-ins work without them.
+replay saved predictions or test hand-written trees); retriever ``bm25``, ``oracle`` (gold-tree query
+ORACLE, needs the canonical events), ``all``, ``ce:PATH`` (the trained cross-encoders); extractor
+``lookup`` or ``model:PATH`` (trained EXTRACT model). Trained models are imported only when named, so the
+stand-ins work without torch.
+
+The two oracle specs are built from the gold trees of :mod:`convohub.reqap.data.gold`; everything else
+comes from :mod:`convohub.reqap.components`. :func:`execute_setup` / :func:`execute_tree_task` are the
+worker tasks of ``reqap execute`` (top-level functions, so a spawned worker can unpickle them).
 """
 
 from __future__ import annotations
 
-import importlib
 import json
-import pkgutil
 from collections.abc import Callable
+from datetime import date
 from pathlib import Path
 from typing import Any
 
-from convohub.reqap.extraction import DirectExtractor, Extractor
-from convohub.reqap.retrieval import AllRetriever, BM25Retriever, Retriever
+from convohub.reqap.components.extract import DirectExtractor
+from convohub.reqap.components.retrieve import AllRetriever, BM25Retriever
+from convohub.reqap.engine.protocols import Extractor, Retriever
 
-__all__ = ["PersonaOracleRetriever", "build_system", "make_decomposer", "make_extractor", "make_retriever",
-           "make_system"]
-
-
-def _find(attr: str, prefix: str) -> Any:
-    """``attr`` from the first ``convohub.reqap.<prefix>*`` module that defines it."""
-    import convohub.reqap as pkg
-
-    for info in sorted(pkgutil.iter_modules(pkg.__path__), key=lambda m: m.name):
-        if info.name.startswith(prefix):
-            module = importlib.import_module(f"convohub.reqap.{info.name}")
-            if hasattr(module, attr):
-                return getattr(module, attr)
-    raise ValueError(f"{attr} is not available (no convohub.reqap.{prefix}* module defines it yet)")
+__all__ = [
+    "PersonaOracleRetriever", "build_system", "execute_setup", "execute_tree_task", "make_decomposer",
+    "make_extractor", "make_retriever", "make_system"
+]
 
 
 def _load(cls: Any, path: str) -> Any:
@@ -59,18 +53,22 @@ class PersonaOracleRetriever:
 
 
 def make_decomposer(spec: str, backend: Any = None) -> Any:
-    from convohub.reqap.pipeline import GoldTreeDecomposer
+    from convohub.reqap.data.gold import GoldTreeDecomposer
 
     if spec == "gold":
         return GoldTreeDecomposer()
     if spec.startswith("sft:"):
-        return _load(_find("SFTDecomposer", "qud"), spec[4:])
+        from convohub.reqap.components.qud import SFTDecomposer
+
+        return _load(SFTDecomposer, spec[4:])
     if spec == "icl":
         if backend is None:
             raise ValueError("--decomposer icl needs an LLM: pass --llm SPEC or set CONVOHUB_LLM_BASE_URL")
-        return _find("ICLDecomposer", "qud")(backend)
+        from convohub.reqap.components.qud import ICLDecomposer
+
+        return ICLDecomposer(backend)
     if spec.startswith("trees:"):
-        from convohub.reqap.pipeline import StaticDecomposer
+        from convohub.reqap.components.qud import StaticDecomposer
 
         path = Path(spec[6:])
         if not path.is_file():
@@ -90,7 +88,9 @@ def make_retriever(spec: str) -> Retriever:
     if spec == "oracle":
         return PersonaOracleRetriever()
     if spec.startswith("ce:"):
-        return _load(_find("CrossEncoderRetriever", "retrieve_"), spec[3:])
+        from convohub.reqap.components.retrieve import CrossEncoderRetriever
+
+        return _load(CrossEncoderRetriever, spec[3:])
     raise ValueError(f"unknown retriever {spec!r} (bm25, oracle, all, ce:PATH)")
 
 
@@ -98,7 +98,7 @@ def make_extractor(spec: str) -> Extractor:
     if spec == "lookup":
         return DirectExtractor()
     if spec.startswith("model:"):
-        from convohub.reqap.model_extractor import ModelExtractor
+        from convohub.reqap.components.extract import ModelExtractor
 
         return ModelExtractor(spec[6:])
     raise ValueError(f"unknown extractor {spec!r} (lookup, model:PATH)")
@@ -109,13 +109,13 @@ def make_system(system: str, *, decomposer: str = "gold", retriever: str = "bm25
                 icl_examples: Any = ()) -> Any:
     """A ReQAP pipeline or a baseline, ready for ``answer(question, store, reference_date)``."""
     if system == "reqap":
-        from convohub.reqap.pipeline import ReQAP
+        from convohub.reqap.components.pipeline import ReQAP
 
         return ReQAP(make_decomposer(decomposer, backend), make_retriever(retriever), make_extractor(extractor),
                      budget_s)
     if backend is None:
         raise ValueError(f"--system {system} needs an LLM: pass --llm SPEC or set CONVOHUB_LLM_BASE_URL")
-    from convohub.reqap.baselines import CodeGenBaseline, RAGBaseline
+    from convohub.reqap.components.baselines import CodeGenBaseline, RAGBaseline
 
     if system == "rag":
         return RAGBaseline(backend, make_retriever(retriever), top_n=top_n)
@@ -155,7 +155,7 @@ def build_system(system: str, *, dataset: Path, decomposer: str | None, retrieve
                              "stand-ins --decomposer gold (ORACLE) --extractor lookup")
     examples: list[Any] = []
     if system == "codegen":
-        from convohub.reqap.baselines import icl_pool_from_dataset
+        from convohub.reqap.components.baselines import icl_pool_from_dataset
 
         examples = icl_pool_from_dataset(dataset, icl_split)
     answerer = make_system(system, decomposer=decomposer or "gold", retriever=retriever,
@@ -170,8 +170,26 @@ def build_system(system: str, *, dataset: Path, decomposer: str | None, retrieve
                 found.add(q)
         oracle = getattr(answerer, "retriever", None)
         if isinstance(oracle, PersonaOracleRetriever):
-            from convohub.reqap.evaluation import load_persona
+            from convohub.reqap.data.perqa import load_persona
 
             oracle.use(load_persona(dataset, pid)[2])
 
     return answerer, on_persona
+
+
+# -- tasks of ``reqap execute`` ------------------------------------------------------------------------------
+def execute_setup(dataset: Path, persona: str, retriever: str, reference_date: date, time_budget: float,
+                  dedup: bool) -> Any:
+    """An :class:`~convohub.reqap.engine.executor.Executor` over one persona of a built PerQA folder (the worker's
+    state for ``reqap execute``); raises FileNotFoundError/KeyError when the persona cannot be read."""
+    from convohub.reqap.engine.events import EventStore
+    from convohub.reqap.engine.executor import Executor
+
+    store = EventStore.from_dataset_folder(dataset, persona)
+    return Executor(store, make_retriever(retriever), reference_date=reference_date, time_budget=time_budget,
+                    dedup=dedup)
+
+
+def execute_tree_task(executor: Any, tree: str) -> dict[str, Any]:
+    """Task: run one tree with the worker's executor; the JSON-ready result."""
+    return executor.execute(tree).to_dict()

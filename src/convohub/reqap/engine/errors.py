@@ -13,8 +13,10 @@ from __future__ import annotations
 
 import ast
 
-__all__ = ["BudgetExceeded", "ExecutionError", "ExpressionError", "MemoryBudgetExceeded", "ResourceLimitError",
-           "TreeSyntaxError", "WorkerLimitError"]
+__all__ = [
+    "BudgetExceeded", "ExecutionError", "ExpressionError", "MemoryBudgetExceeded", "ResourceLimitError",
+    "TreeSyntaxError", "WorkerLimitError"
+]
 
 
 def describe_node(node: ast.AST | None, source: str | None) -> str:

@@ -28,10 +28,10 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
-from convohub.reqap.errors import ExecutionError, ExpressionError, MemoryBudgetExceeded
-from convohub.reqap.expr import Function
+from convohub.reqap.engine.errors import ExecutionError, ExpressionError, MemoryBudgetExceeded
+from convohub.reqap.engine.expr import Function
 
-__all__ = ["MAX_JOIN_OUTPUT", "Atom", "analyse_condition", "join"]
+__all__ = ["Atom", "MAX_JOIN_OUTPUT", "analyse_condition", "join"]
 
 MAX_NESTED_PAIRS = 25_000_000
 #: Merged events one JOIN may return; PerQA's gold JOINs return a few hundred at most.

@@ -12,13 +12,13 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
-from convohub.reqap.errors import ExecutionError, ExpressionError
-from convohub.reqap.events import EventStore, deduplicate
-from convohub.reqap.expr import Function
-from convohub.reqap.extraction import Extractor, convert
-from convohub.reqap.interpreter import Evaluator, Group
-from convohub.reqap.join import MAX_JOIN_OUTPUT, join, safe_test
-from convohub.reqap.retrieval import Retriever
+from convohub.reqap.engine.convert import convert
+from convohub.reqap.engine.errors import ExecutionError, ExpressionError
+from convohub.reqap.engine.events import EventStore, deduplicate
+from convohub.reqap.engine.expr import Function
+from convohub.reqap.engine.interpreter import Evaluator, Group
+from convohub.reqap.engine.join import MAX_JOIN_OUTPUT, join, safe_test
+from convohub.reqap.engine.protocols import Extractor, Retriever
 
 __all__ = ["IMPLEMENTATIONS", "OperatorContext"]
 

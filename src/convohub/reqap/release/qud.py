@@ -3,9 +3,9 @@
 Training (``SPEC.train``) launches training/reqap_qud/train_reqap_qud.py under ``accelerate launch`` with the
 profile's recipe on a built PerQA folder (:func:`convohub.training.runs.run_recipe`); the tiny recipe fine-tunes
 SmolLM2-135M-Instruct with LoRA and saves merged weights. Evaluation runs
-:class:`convohub.reqap.qud.SFTDecomposer` on a seeded sample of one split's questions (test: personas and
+:class:`convohub.reqap.components.qud.SFTDecomposer` on a seeded sample of one split's questions (test: personas and
 question templates unseen in training) -- all steps generated greedily in batches, level by level
-(:meth:`~convohub.reqap.qud.RecursiveDecomposer.prefetch`) -- and measures
+(:meth:`~convohub.reqap.components.qud.RecursiveDecomposer.prefetch`) -- and measures
 
 * step parse rate -- the share of the model's step outputs that parse as a valid step, and the share of
   questions that got a complete tree;
@@ -78,21 +78,22 @@ def evaluate(model_dir: Path | str | None, dataset_dir: Path, split: str = "test
 
     ``model_dir`` is a model folder (its ``qud_config.json`` limits apply unless ``max_input_tokens`` /
     ``max_new_tokens`` are given); ``decomposer`` overrides it (e.g. an
-    :class:`~convohub.reqap.qud.ICLDecomposer` on a served LLM). ``retriever``/``extractor`` replace BM25 +
+    :class:`~convohub.reqap.components.qud.ICLDecomposer` on a served LLM). ``retriever``/``extractor`` replace BM25 +
     lookup; ``max_trees`` candidates are tried per question. A seeded sample of ``max_questions`` questions is
     scored (None: all). Steps are generated first, ``batch_size`` prompts at a time.
     """
     from tqdm.auto import tqdm
 
     from convohub.metrics import hit_at_1
-    from convohub.reqap.events import EventStore
-    from convohub.reqap.executor import REFERENCE_DATE
-    from convohub.reqap.extraction import DirectExtractor
-    from convohub.reqap.gold_trees import gold_tree_or_none
-    from convohub.reqap.pipeline import ReQAP
-    from convohub.reqap.qud import SFTDecomposer
-    from convohub.reqap.qud_data import gold_steps, load_questions
-    from convohub.reqap.retrieval import BM25Retriever
+    from convohub.reqap.components.extract import DirectExtractor
+    from convohub.reqap.components.pipeline import ReQAP
+    from convohub.reqap.components.qud import SFTDecomposer
+    from convohub.reqap.components.retrieve import BM25Retriever
+    from convohub.reqap.data.gold import gold_tree_or_none
+    from convohub.reqap.data.perqa import load_questions
+    from convohub.reqap.data.qud import gold_steps
+    from convohub.reqap.engine.events import EventStore
+    from convohub.reqap.engine.executor import REFERENCE_DATE
 
     started = time.perf_counter()
     if decomposer is None:
@@ -161,7 +162,7 @@ def evaluate_with_base(model_dir: Path, dataset_dir: Path, split: str = "test", 
     """:func:`evaluate` of the trained model, with ``before``: the same measurement of the base model the
     run started from (same questions, prompts and limits: the trained model's ``qud_config.json``), None
     when that base was built from the data and not kept; and ``training``: what the script recorded."""
-    from convohub.reqap.qud import QUD_CONFIG
+    from convohub.reqap.components.qud import QUD_CONFIG
 
     limits = json.loads((Path(model_dir) / QUD_CONFIG).read_text(encoding="utf-8"))
     results = evaluate(model_dir, dataset_dir, split, max_questions=max_questions, seed=seed,

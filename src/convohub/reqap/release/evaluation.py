@@ -5,7 +5,7 @@ answer is JSON-encoded, a failed question is ``None`` (never a hit). Rlx-Hit@1 u
 20 % variant is reported too. Per-category rows count a question once in each of its categories.
 
 Error attribution (ReQAP only; for questions whose template has a gold tree and that the system misses,
-strict Hit@1). With the *oracle* retriever (:func:`convohub.reqap.gold_trees.oracle_retriever`) and the
+strict Hit@1). With the *oracle* retriever (:func:`convohub.reqap.data.gold.oracle_retriever`) and the
 lookup extractor as the reference components:
 
 * ``gold_tree_misses`` -- the gold tree itself misses with oracle + lookup: the engine or the lookup
@@ -19,9 +19,9 @@ lookup extractor as the reference components:
 
 Questions without a gold tree, or that the system answered correctly, are counted apart.
 
-Isolation: with ``isolation`` (a :class:`~convohub.reqap.worker.WorkerLimits`) and ``build`` (a picklable
+Isolation: with ``isolation`` (a :class:`~convohub.reqap.engine.worker.WorkerLimits`) and ``build`` (a picklable
 callable returning ``(answerer, on_persona)``, e.g. a ``functools.partial`` of
-:func:`convohub.reqap.components.build_system`), every question -- its answer and its error attribution,
+:func:`convohub.reqap.components.build.build_system`), every question -- its answer and its error attribution,
 which runs the predicted tree again -- is handled in a worker process under an OS memory limit and a hard
 time limit. A question that blows either ends as a failed run (``WorkerLimitError``) and the evaluation
 goes on with the next one in a fresh worker.
@@ -37,14 +37,14 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any, Protocol
 
 from convohub.metrics.hit_at_1 import hit_at_1, is_hit
-from convohub.reqap.events import EventStore
-from convohub.reqap.executor import REFERENCE_DATE
+from convohub.reqap.data.perqa import load_persona, persona_ids
+from convohub.reqap.engine.events import EventStore
+from convohub.reqap.engine.executor import REFERENCE_DATE
 
 if TYPE_CHECKING:  # the worker module is imported only when isolation is asked for
-    from convohub.reqap.worker import WorkerLimits
+    from convohub.reqap.engine.worker import WorkerLimits
 
-__all__ = ["ATTRIBUTION_LABELS", "SYSTEMS", "attribute_error", "evaluate", "format_results", "load_persona",
-           "persona_ids"]
+__all__ = ["ATTRIBUTION_LABELS", "SYSTEMS", "attribute_error", "evaluate", "format_results"]
 
 SYSTEMS = ("reqap", "rag", "codegen")
 ATTRIBUTION_LABELS = ("tree", "retrieve", "extract", "gold_tree_misses")
@@ -52,37 +52,9 @@ ATTRIBUTION_LABELS = ("tree", "retrieve", "extract", "gold_tree_misses")
 
 class Answerer(Protocol):
     """Anything with ``answer(question, store, reference_date)`` returning an object with ``answer`` and
-    ``error`` (and ``to_dict()``): :class:`~convohub.reqap.pipeline.ReQAP` and the baselines."""
+    ``error`` (and ``to_dict()``): :class:`~convohub.reqap.components.pipeline.ReQAP` and the baselines."""
 
     def answer(self, question: str, store: EventStore, reference_date: date) -> Any: ...
-
-
-def persona_ids(dataset_dir: str | Path, split: str) -> list[str]:
-    """Persona ids of one split of a built PerQA folder, in numeric order."""
-    import pyarrow.parquet as pq
-
-    shards = sorted((Path(dataset_dir) / "data" / "personas").glob(f"{split}-*.parquet"))
-    if not shards:
-        raise FileNotFoundError(f"{dataset_dir}: no data/personas/{split}-*.parquet (is it a built PerQA "
-                                "folder? build one with `convohub datasets build perqa`)")
-    ids = [pid for s in shards for pid in pq.read_table(s, columns=["persona_id"]).column(0).to_pylist()]
-    return sorted(ids, key=lambda p: (p.rsplit("_", 1)[0], int(p.rsplit("_", 1)[1])))
-
-
-def load_persona(dataset_dir: str | Path, persona_id: str, *, canonical: bool = True
-                 ) -> tuple[EventStore, list[dict[str, Any]], Any]:
-    """(event store, questions, OracleIndex or None) of one persona of a built PerQA folder."""
-    from convohub.perqa.dataset import events_from_dataset, questions_from_dataset
-    from convohub.reqap.gold_trees import OracleIndex
-
-    observable = events_from_dataset(Path(dataset_dir), persona_id)
-    if not observable:
-        raise KeyError(f"{dataset_dir}: no observable events for persona {persona_id!r} (see `persona_ids`)")
-    questions = questions_from_dataset(Path(dataset_dir), persona_id)
-    index = None
-    if canonical:
-        index = OracleIndex(observable, events_from_dataset(Path(dataset_dir), persona_id, "canonical_events"))
-    return EventStore.from_records(observable), questions, index
 
 
 def _encode(answer: Any, failed: bool) -> str | None:
@@ -92,9 +64,9 @@ def _encode(answer: Any, failed: bool) -> str | None:
 def attribute_error(question: dict[str, Any], predicted_tree: str | None, store: EventStore, index: Any,
                     retriever: Any, reference_date: date) -> str | None:
     """The component blamed for a missed question (see the module docstring); None without a gold tree."""
-    from convohub.reqap.executor import Executor
-    from convohub.reqap.extraction import DirectExtractor
-    from convohub.reqap.gold_trees import gold_tree_or_none, oracle_retriever
+    from convohub.reqap.components.extract import DirectExtractor
+    from convohub.reqap.data.gold import gold_tree_or_none, oracle_retriever
+    from convohub.reqap.engine.executor import Executor
 
     gold = gold_tree_or_none(question)
     if gold is None or index is None:
@@ -224,8 +196,8 @@ def evaluate(dataset_dir: str | Path, split: str, system: str, answerer: Answere
     if isolation is not None:
         from functools import partial
 
-        from convohub.reqap.errors import WorkerLimitError
-        from convohub.reqap.worker import Worker
+        from convohub.reqap.engine.errors import WorkerLimitError
+        from convohub.reqap.engine.worker import Worker
 
         worker = Worker(partial(_worker_setup, build, Path(dataset_dir), canonical), isolation)
     records: list[dict[str, Any]] = []

@@ -3,16 +3,16 @@
 Two sources, one pair format (:class:`StepPair`):
 
 * **offline** (:func:`offline_pairs`) -- the QUD steps of the hand-written gold trees of the train (+dev)
-  questions (:func:`convohub.reqap.gold_trees.decompose`) plus the example bank. A transparent stand-in for
+  questions (:func:`convohub.reqap.data.gold.decompose`) plus the example bank. A transparent stand-in for
   the paper's distillation when no large LLM is available; cards say so (:data:`OFFLINE_SOURCE`).
-* **LLM distillation** (:func:`distill_pairs`) -- the paper's path: run :class:`~convohub.reqap.qud.ICLDecomposer`
+* **LLM distillation** (:func:`distill_pairs`) -- the paper's path: run :class:`~convohub.reqap.components.qud.ICLDecomposer`
   on train/dev questions, execute each candidate tree (BM25 retriever + lookup extractor by default), keep
   the trees whose answer is correct (:func:`convohub.metrics.is_hit`), falling back to answers within 10 %,
   then 20 %, then any tree that ran; emit the steps of the kept trees. Questions without any usable tree
   are counted, not hidden.
 
 A pair keeps its full ancestor chain; the training script drops the oldest turns to the model's input limit
-(:func:`convohub.reqap.qud.truncate_chain`) with the model's own tokenizer, as inference does. Pairs are
+(:func:`convohub.reqap.components.qud.truncate_chain`) with the model's own tokenizer, as inference does. Pairs are
 de-duplicated on (chain, input, output) and come out in a deterministic order.
 """
 
@@ -26,7 +26,7 @@ from itertools import islice
 from pathlib import Path
 from typing import Any
 
-from convohub.reqap.qud import (
+from convohub.reqap.components.qud import (
     QUDExample,
     RecursiveDecomposer,
     Turn,
@@ -34,9 +34,12 @@ from convohub.reqap.qud import (
     load_examples,
     step_chains,
 )
+from convohub.reqap.data.perqa import load_questions
 
-__all__ = ["ICL_SOURCE", "OFFLINE_SOURCE", "StepPair", "dedupe", "distill_pairs", "example_pairs", "gold_pairs",
-           "gold_steps", "load_questions", "offline_pairs", "read_pairs", "write_pairs"]
+__all__ = [
+    "ICL_SOURCE", "OFFLINE_SOURCE", "StepPair", "dedupe", "distill_pairs", "example_pairs", "gold_pairs",
+    "gold_steps", "offline_pairs", "read_pairs", "write_pairs"
+]
 
 OFFLINE_SOURCE = "gold-tree decompositions (offline stand-in for ICL distillation)"
 ICL_SOURCE = "ICL-distilled (trees of an in-context-learning decomposer that gave correct answers)"
@@ -95,7 +98,7 @@ def gold_steps(question: Mapping[str, Any]) -> list[tuple[tuple[Turn, ...], str,
     """(ancestor chain, input, output) of every step of ``question``'s gold tree in dialogue order, or None
     when its template has no gold tree (or the text does not fit it). Evaluation compares a model's steps
     with these; training uses the same steps (:func:`gold_pairs`)."""
-    from convohub.reqap.gold_trees import decompose, gold_tree_or_none
+    from convohub.reqap.data.gold import decompose, gold_tree_or_none
 
     tree = gold_tree_or_none(question)
     if tree is None:
@@ -105,7 +108,7 @@ def gold_steps(question: Mapping[str, Any]) -> list[tuple[tuple[Turn, ...], str,
 
 def gold_pairs(questions: Iterable[Mapping[str, Any]]) -> tuple[list[StepPair], Counter[str]]:
     """Steps of the gold trees of ``questions`` (those whose template has one); counts what was skipped."""
-    from convohub.reqap.gold_trees import decompose, gold_tree
+    from convohub.reqap.data.gold import decompose, gold_tree
 
     counts: Counter[str] = Counter()
     out: list[StepPair] = []
@@ -123,17 +126,6 @@ def gold_pairs(questions: Iterable[Mapping[str, Any]]) -> tuple[list[StepPair], 
         out += _pairs(step_chains(steps, q["question"]), f"gold:{q['template_id']}")
         counts["with_gold_tree"] += 1
     return out, counts
-
-
-def load_questions(dataset_dir: str | Path, split: str) -> list[dict[str, Any]]:
-    """Questions of one split of a built PerQA folder (``answers`` decoded), sorted by persona and id."""
-    from convohub.hub import load_local
-
-    rows = list(load_local(dataset_dir, "questions", split))
-    for r in rows:
-        r["answers"] = json.loads(r["answers"]) if isinstance(r["answers"], str) else r["answers"]
-    return sorted(rows, key=lambda r: (r["persona_id"], int(r["q_id"]) if str(r["q_id"]).isdigit() else 0,
-                                       r["id"]))
 
 
 def offline_pairs(dataset_dir: str | Path, splits: Sequence[str] = ("train", "dev"), *,
@@ -174,14 +166,14 @@ def distill_pairs(decomposer: RecursiveDecomposer, dataset_dir: str | Path,
 
     For each question at most ``max_trees_per_question`` candidates are executed; the trees of the best
     tier reached (:data:`TIERS`) are kept, at most ``max_kept``. ``retriever_factory`` builds one retriever
-    (default :class:`~convohub.reqap.retrieval.BM25Retriever`); ``extractor`` defaults to lookup.
+    (default :class:`~convohub.reqap.components.retrieve.BM25Retriever`); ``extractor`` defaults to lookup.
     """
     from tqdm.auto import tqdm
 
-    from convohub.reqap.events import EventStore
-    from convohub.reqap.executor import Executor
-    from convohub.reqap.extraction import DirectExtractor
-    from convohub.reqap.retrieval import BM25Retriever
+    from convohub.reqap.components.extract import DirectExtractor
+    from convohub.reqap.components.retrieve import BM25Retriever
+    from convohub.reqap.engine.events import EventStore
+    from convohub.reqap.engine.executor import Executor
 
     retriever = (retriever_factory or BM25Retriever)()
     extractor = extractor if extractor is not None else DirectExtractor()

@@ -34,12 +34,15 @@ from pathlib import Path
 from typing import Any
 
 from convohub.llm import ChatBackend, ChatRequest, parse_json_answer
-from convohub.reqap.events import EventStore
-from convohub.reqap.executor import REFERENCE_DATE, to_jsonable
-from convohub.reqap.retrieval import BM25Retriever, Retriever, tokenize
+from convohub.reqap.components.retrieve import BM25Retriever, tokenize
+from convohub.reqap.engine.events import EventStore
+from convohub.reqap.engine.executor import REFERENCE_DATE, to_jsonable
+from convohub.reqap.engine.protocols import Retriever
 
-__all__ = ["DENYLIST", "BaselineResult", "CodeGenBaseline", "ICLExample", "RAGBaseline", "SafeDatabase",
-           "UnsafeSQLError", "check_sql", "extract_sql", "icl_pool_from_dataset", "observable_tables"]
+__all__ = [
+    "BaselineResult", "CodeGenBaseline", "DENYLIST", "ICLExample", "RAGBaseline", "SafeDatabase",
+    "UnsafeSQLError", "check_sql", "extract_sql", "icl_pool_from_dataset", "observable_tables"
+]
 
 #: Table functions and keywords that reach files, the network, extensions or settings. DuckDB's own
 #: external-access switch is off as well; this list rejects such SQL before it is even planned.
@@ -140,7 +143,7 @@ def observable_tables(events: Iterable[Mapping[str, Any]]) -> dict[str, Any]:
     """Engine events (flat dicts, ``source`` = event type) -> one typed Arrow table per source."""
     import pyarrow as pa
 
-    from convohub.reqap.events import typed_event
+    from convohub.reqap.engine.events import typed_event
 
     by_source: dict[str, list[dict[str, Any]]] = {}
     for e in events:
@@ -349,7 +352,7 @@ def icl_pool_from_dataset(dataset_dir: str | Path, split: str = "train", *, vali
     ``validate`` keeps only SQL that runs over the persona's observable tables (see the module docstring).
     """
     from convohub.perqa.questions import resolve_sql
-    from convohub.reqap.evaluation import load_persona, persona_ids
+    from convohub.reqap.data.perqa import load_persona, persona_ids
 
     pool: dict[str, ICLExample] = {}
     for pid in persona_ids(dataset_dir, split)[:limit_personas]:

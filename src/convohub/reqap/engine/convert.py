@@ -1,0 +1,100 @@
+"""The value conversions of EXTRACT's ``attr_types`` (``float``, ``int``, ``date.fromisoformat``, ...).
+
+:func:`convert` turns an extractor's raw value into the requested type; a value that cannot be converted
+becomes None, and EXTRACT drops the event. Numbers take the first number in the text, so trailing units go.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+import re
+from datetime import date, datetime, time, timezone
+from typing import Any
+
+from convohub.reqap.engine.events import parse_date, parse_time
+
+__all__ = ["convert", "is_null"]
+_NULLS = frozenset({"", "null", "none", "nan", "n/a"})
+_NUMBER = re.compile(r"[-+]?(?:\d{1,3}(?:,\d{3})+|\d+)(?:\.\d+)?|[-+]?\.\d+")
+
+
+def is_null(value: Any) -> bool:
+    return value is None or (isinstance(value, str) and value.strip().lower() in _NULLS) or (
+        isinstance(value, float) and math.isnan(value))
+
+
+def _number(value: Any) -> float | None:
+    """A number from ``5.99``, ``"5.99 EUR"``, ``"42 min"``, ``"EUR 1,299.50"``; None if there is none."""
+    if isinstance(value, bool):
+        return float(value)
+    if isinstance(value, (int, float)):
+        return float(value)
+    m = _NUMBER.search(str(value))
+    return float(m.group(0).replace(",", "")) if m else None
+
+
+def _as_list(value: Any) -> list[Any]:
+    if isinstance(value, (list, tuple, set)):
+        return list(value)
+    text = str(value).strip()
+    if text.startswith("["):
+        try:
+            parsed = json.loads(text)
+            if isinstance(parsed, list):
+                return parsed
+        except json.JSONDecodeError:
+            pass
+    return [p.strip() for p in re.split(r"[;,]", text) if p.strip()]
+
+
+def _as_datetime(value: Any) -> datetime | None:
+    if isinstance(value, datetime):
+        return value
+    if isinstance(value, date):
+        return datetime.combine(value, time(0, 0))
+    if isinstance(value, (int, float)) and not isinstance(value, bool):
+        return datetime.fromtimestamp(value, tz=timezone.utc).replace(tzinfo=None)
+    text = str(value).strip()
+    if re.fullmatch(r"-?\d+(\.\d+)?", text):
+        return datetime.fromtimestamp(float(text), tz=timezone.utc).replace(tzinfo=None)
+    return datetime.fromisoformat(text)
+
+
+def convert(value: Any, type_name: str | None) -> Any:
+    """``value`` as ``type_name`` (EXTRACT's ``attr_types`` entry); None when empty or not convertible.
+
+    Numbers take the first number in the string, so trailing units go (``"5.99 EUR"`` -> 5.99,
+    ``"42 min"`` -> 42); ``int`` rounds. Lists accept lists, JSON lists and comma/semicolon separated text.
+    ``datetime.fromtimestamp`` also accepts datetimes and ISO strings (UTC for numeric timestamps).
+    """
+    if is_null(value):
+        return None
+    if type_name is None:
+        return value
+    try:
+        if type_name in ("float", "int"):
+            n = _number(value)
+            if n is None or not math.isfinite(n):
+                return None
+            return float(n) if type_name == "float" else int(round(n))
+        if type_name == "str":
+            if isinstance(value, (list, tuple)):
+                return ", ".join(str(v) for v in value)
+            return value.isoformat() if isinstance(value, (date, time)) else str(value)
+        if type_name == "list":
+            return _as_list(value)
+        if type_name == "bool":
+            if isinstance(value, bool):
+                return value
+            text = str(value).strip().lower()
+            return True if text in ("true", "yes", "1") else False if text in ("false", "no", "0") else None
+        if type_name == "date.fromisoformat":
+            return parse_date(value)
+        if type_name == "time.fromisoformat":
+            return parse_time(value)
+        if type_name in ("datetime.fromisoformat", "datetime.fromtimestamp"):
+            return _as_datetime(value)
+    except (ValueError, OverflowError, OSError):
+        return None
+    raise ValueError(f"unknown attr_type {type_name!r}")
