@@ -14,7 +14,15 @@ from typing import Any
 
 from convohub.reqap.engine.events import parse_date, parse_time
 
-__all__ = ["convert", "is_null"]
+__all__ = ["TYPE_NAMES", "convert", "is_null"]
+
+#: The conversions ``attr_types`` may name: the authors' notation (Python callables their engine applies
+#: to the extracted value), written as names (``float``, ``date.fromisoformat``) or as strings (``"float"``).
+TYPE_NAMES: frozenset[str] = frozenset({
+    "str", "int", "float", "bool", "list", "tuple", "set", "dict", "json.loads", "date.fromisoformat",
+    "date.fromtimestamp", "time.fromisoformat", "datetime.fromisoformat", "datetime.fromtimestamp",
+})
+MAX_JSON_CHARS = 100_000  # a longer string is no attribute value; json.loads refuses it
 _NULLS = frozenset({"", "null", "none", "nan", "n/a"})
 _NUMBER = re.compile(r"[-+]?(?:\d{1,3}(?:,\d{3})+|\d+)(?:\.\d+)?|[-+]?\.\d+")
 
@@ -61,12 +69,22 @@ def _as_datetime(value: Any) -> datetime | None:
     return datetime.fromisoformat(text)
 
 
+def _json(value: Any) -> Any:
+    """A JSON string parsed (a value that is already a list/dict/number stays as it is)."""
+    if not isinstance(value, str):
+        return value
+    if len(value) > MAX_JSON_CHARS:
+        raise ValueError("JSON value too long")
+    return json.loads(value)
+
+
 def convert(value: Any, type_name: str | None) -> Any:
     """``value`` as ``type_name`` (EXTRACT's ``attr_types`` entry); None when empty or not convertible.
 
     Numbers take the first number in the string, so trailing units go (``"5.99 EUR"`` -> 5.99,
     ``"42 min"`` -> 42); ``int`` rounds. Lists accept lists, JSON lists and comma/semicolon separated text.
     ``datetime.fromtimestamp`` also accepts datetimes and ISO strings (UTC for numeric timestamps).
+    ``json.loads`` parses JSON text (``dict`` too, keeping objects only); ``tuple``/``set`` read like lists.
     """
     if is_null(value):
         return None
@@ -82,8 +100,12 @@ def convert(value: Any, type_name: str | None) -> Any:
             if isinstance(value, (list, tuple)):
                 return ", ".join(str(v) for v in value)
             return value.isoformat() if isinstance(value, (date, time)) else str(value)
-        if type_name == "list":
-            return _as_list(value)
+        if type_name in ("list", "tuple", "set"):
+            items = _as_list(value)
+            return items if type_name == "list" else tuple(items) if type_name == "tuple" else set(items)
+        if type_name in ("dict", "json.loads"):
+            loaded = _json(value)
+            return loaded if type_name == "json.loads" or isinstance(loaded, dict) else None
         if type_name == "bool":
             if isinstance(value, bool):
                 return value
@@ -95,6 +117,9 @@ def convert(value: Any, type_name: str | None) -> Any:
             return parse_time(value)
         if type_name in ("datetime.fromisoformat", "datetime.fromtimestamp"):
             return _as_datetime(value)
-    except (ValueError, OverflowError, OSError):
+        if type_name == "date.fromtimestamp":
+            moment = _as_datetime(value)
+            return moment.date() if moment is not None else None
+    except (ValueError, OverflowError, OSError, RecursionError):
         return None
     raise ValueError(f"unknown attr_type {type_name!r}")

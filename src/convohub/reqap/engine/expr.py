@@ -9,9 +9,10 @@ Checked statically (the tree is rejected before anything runs):
 
 * node types: literals (numbers, strings, lists, tuples, sets, dicts), names bound by the lambda or a
   comprehension, ``attr["k"]`` subscripts and slices, arithmetic (no shifts, no ``@``, no ``~``), boolean
-  logic, (chained) comparisons incl. ``in``/``not in``/``is``, conditional expressions, f-strings without
-  format specs, single-generator comprehensions (list/set/dict/generator);
-* calls only to :data:`FUNCTIONS`, to the class methods in :data:`CLASS_METHODS`, and to the methods in
+  logic, (chained) comparisons incl. ``in``/``not in``/``is``, conditional expressions, f-strings (constant
+  format specs only), comprehensions (list/set/dict/generator) with up to :data:`MAX_GENERATORS` clauses;
+* calls only to :data:`FUNCTIONS`, to the class methods in :data:`CLASS_METHODS` (on ``date``, ``time``,
+  ``datetime`` and ``json``, the names the authors' engine evaluates lambdas with), and to the methods in
   :data:`METHODS`; attributes only from :data:`DATA_ATTRIBUTES` (anything starting with ``_`` is refused);
 * lambdas only as the function argument of an operator or as ``key=`` of sorted/min/max, never with
   defaults, ``*args``, keyword-only arguments or a lambda body;
@@ -24,6 +25,7 @@ evaluator.
 from __future__ import annotations
 
 import ast
+import re
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
@@ -36,36 +38,46 @@ __all__ = [
 ]
 
 #: Callable names (plain calls). ``date``/``time``/``datetime``/``timedelta``/``relativedelta`` are
-#: constructors; everything else is the builtin of that name, restricted by the evaluator.
+#: constructors (``relativedelta(d1, d2)`` is also the difference of two dates); everything else is the
+#: builtin of that name, restricted by the evaluator (``range``/``zip``/``enumerate``/``reversed`` return
+#: bounded lists).
 FUNCTIONS: frozenset[str] = frozenset({
     "len", "min", "max", "sum", "sorted", "abs", "round", "int", "float", "str", "bool", "any", "all",
-    "set", "list", "tuple", "date", "time", "datetime", "timedelta", "relativedelta",
+    "set", "list", "tuple", "date", "time", "datetime", "timedelta", "relativedelta", "range", "zip",
+    "enumerate", "reversed", "divmod",
 })
 #: Functions that may be passed by name (``fct=len``, ``key=len``) rather than called.
 FUNCTION_VALUES: frozenset[str] = frozenset({
     "len", "min", "max", "sum", "sorted", "abs", "round", "int", "float", "str", "bool", "any", "all",
     "set", "list", "tuple",
 })
-#: ``Class.method`` calls; ``date.today()``/``datetime.now()`` return the reference date.
+#: ``Class.method`` calls on the names the authors' engine puts in scope (``date``, ``time``, ``datetime``,
+#: ``json``); ``date.today()``/``datetime.now()`` return the reference date.
 CLASS_METHODS: frozenset[tuple[str, str]] = frozenset({
-    ("date", "today"), ("date", "fromisoformat"), ("time", "fromisoformat"), ("datetime", "now"),
-    ("datetime", "today"), ("datetime", "fromisoformat"), ("datetime", "fromtimestamp"),
-    ("datetime", "combine"),
+    ("date", "today"), ("date", "fromisoformat"), ("date", "fromtimestamp"), ("time", "fromisoformat"),
+    ("datetime", "now"), ("datetime", "today"), ("datetime", "fromisoformat"), ("datetime", "fromtimestamp"),
+    ("datetime", "combine"), ("datetime", "strptime"), ("json", "loads"), ("json", "dumps"),
 })
+#: Names that only prefix a class method (``json.loads(...)``), never values of their own.
+NAMESPACES: frozenset[str] = frozenset({cls for cls, _ in CLASS_METHODS})
 #: Method names that may be called on values (the evaluator also checks the receiver's type).
 METHODS: frozenset[str] = frozenset({
     # str
     "lower", "upper", "strip", "lstrip", "rstrip", "startswith", "endswith", "split", "rsplit", "replace",
     "find", "rfind", "count", "title", "capitalize", "casefold", "isdigit", "isnumeric", "isalpha",
-    "isalnum", "join", "splitlines", "index",
+    "isalnum", "join", "splitlines", "index", "partition", "rpartition", "removeprefix", "removesuffix",
+    "zfill", "isspace", "islower", "isupper", "istitle", "swapcase",
     # dict / event
     "get", "keys", "values", "items",
     # date / time / datetime / timedelta
     "weekday", "isoweekday", "isoformat", "strftime", "date", "time", "timestamp", "total_seconds",
+    "isocalendar", "toordinal",
 })
 #: Attributes read without a call.
 DATA_ATTRIBUTES: frozenset[str] = frozenset({
     "year", "month", "day", "hour", "minute", "second", "microsecond", "days", "seconds", "microseconds",
+    # isocalendar() results (``.week``, ``.weekday``) and relativedelta differences (``.years``, ``.months``)
+    "week", "weekday", "years", "months", "weeks", "hours", "minutes",
 })
 #: Keyword arguments each callable accepts (absent: none).
 KEYWORDS: dict[str, frozenset[str]] = {
@@ -79,6 +91,8 @@ KEYWORDS: dict[str, frozenset[str]] = {
     "datetime": frozenset({"year", "month", "day", "hour", "minute", "second", "microsecond"}),
     "replace": frozenset({"year", "month", "day", "hour", "minute", "second", "microsecond"}),
     "split": frozenset({"sep", "maxsplit"}),
+    "enumerate": frozenset({"start"}),
+    "dumps": frozenset({"sort_keys"}),
     "rsplit": frozenset({"sep", "maxsplit"}),
 }
 #: Names of the operators and of the placeholder calls, which are subtrees rather than functions.
@@ -93,6 +107,10 @@ MAX_CONST_INT_BITS = 4096  # constant-folded integers stay below this size
 MAX_CONST_SEQUENCE = 100_000  # "a" * n with constant n
 MAX_STRING_LITERAL = 10_000
 MAX_DEPTH = 60  # nesting depth of one expression
+MAX_GENERATORS = 3  # ``for`` clauses of one comprehension (each loop is bounded by the evaluator)
+#: f-string format specs: constant, one fill/align, sign, width and precision of at most two digits each
+#: (``02d``, ``.2f``, ``>10``, ``%Y-%m`` for dates); nothing computed, nothing nested.
+_FORMAT_SPEC = re.compile(r"(?:[^{}]?[<>^=])?[+\- ]?#?0?\d{0,2}(?:\.\d{1,2})?[bcdeEfFgGnosxX%]?|(?:%[A-Za-z%][^{}%]{0,3}){1,8}")
 
 _ALLOWED_BINOPS = (ast.Add, ast.Sub, ast.Mult, ast.Div, ast.FloorDiv, ast.Mod, ast.Pow, ast.BitAnd, ast.BitOr,
                    ast.BitXor)
@@ -303,11 +321,9 @@ class _Checker:
             values: list[ast.expr] = []
             for v in node.values:
                 if isinstance(v, ast.FormattedValue):
-                    if v.format_spec is not None:
-                        raise self.reject("f-string format specs are not allowed", v)
                     if v.conversion not in (-1, ord("s")):
                         raise self.reject("f-string conversions other than !s are not allowed", v)
-                    values.append(ast.FormattedValue(self.expr(v.value, scope, d), -1, None))
+                    values.append(ast.FormattedValue(self.expr(v.value, scope, d), -1, self.format_spec(v)))
                 elif isinstance(v, ast.Constant) and isinstance(v.value, str):
                     values.append(v)
                 else:
@@ -317,6 +333,19 @@ class _Checker:
             raise self.reject("a lambda is only allowed as an operator's function or as key= of sorted/min/max",
                               node)
         raise self.reject(f"{type(node).__name__} is not allowed in an expression", node)
+
+    def format_spec(self, node: ast.FormattedValue) -> ast.expr | None:
+        """A constant, short format spec (see :data:`_FORMAT_SPEC`), or None when there is none."""
+        spec = node.format_spec
+        if spec is None:
+            return None
+        parts = spec.values if isinstance(spec, ast.JoinedStr) else [spec]
+        if not all(isinstance(p, ast.Constant) and isinstance(p.value, str) for p in parts):
+            raise self.reject("an f-string format spec must be a constant (no nested fields)", node)
+        text = "".join(p.value for p in parts)  # type: ignore[attr-defined]
+        if not _FORMAT_SPEC.fullmatch(text):
+            raise self.reject(f"f-string format spec {text!r} is not allowed (e.g. 02d, .2f, >10, %Y-%m)", node)
+        return ast.JoinedStr([ast.Constant(text)])
 
     def slot(self, node: ast.expr) -> ast.expr:
         self.subtrees.append(self.parse_subtree(node))
@@ -360,7 +389,7 @@ class _Checker:
                 raise self.reject(f"{value.id}.{name} is a key, not a method", node)
             key = ast.Subscript(value, ast.Constant(name), ast.Load())
             return ast.copy_location(key, node)
-        if isinstance(value, ast.Name) and value.id in ("date", "time", "datetime") and value.id not in scope:
+        if isinstance(value, ast.Name) and value.id in NAMESPACES and value.id not in scope:
             if call and (value.id, name) in CLASS_METHODS:
                 return node
             raise self.reject(f"{value.id}.{name} is not an allowed class method", node)
@@ -420,26 +449,29 @@ class _Checker:
 
     def comprehension(self, node: ast.expr, scope: frozenset[str], depth: int) -> ast.expr:
         gens = node.generators  # type: ignore[attr-defined]
-        if len(gens) != 1:
-            raise self.reject("only comprehensions with a single 'for' are allowed", node)
-        gen = gens[0]
-        if gen.is_async:
-            raise self.reject("async comprehensions are not allowed", node)
-        targets = [gen.target] if isinstance(gen.target, ast.Name) else \
-            list(gen.target.elts) if isinstance(gen.target, ast.Tuple) else []
-        if not targets or not all(isinstance(t, ast.Name) for t in targets):
-            raise self.reject("a comprehension target must be a name or a tuple of names", gen.target)
-        for t in targets:
-            self.check_binding(t.id, t)  # type: ignore[attr-defined]
-        iter_ = self.expr(gen.iter, scope, depth)
-        inner = scope | {t.id for t in targets}  # type: ignore[attr-defined]
-        new_gen = ast.comprehension(gen.target, iter_, [self.expr(i, inner, depth) for i in gen.ifs], 0)
+        if len(gens) > MAX_GENERATORS:
+            raise self.reject(f"comprehensions with more than {MAX_GENERATORS} 'for' clauses are not allowed",
+                              node)
+        inner = scope
+        new_gens = []
+        for gen in gens:  # each clause sees the names bound by the clauses before it
+            if gen.is_async:
+                raise self.reject("async comprehensions are not allowed", node)
+            targets = [gen.target] if isinstance(gen.target, ast.Name) else \
+                list(gen.target.elts) if isinstance(gen.target, ast.Tuple) else []
+            if not targets or not all(isinstance(t, ast.Name) for t in targets):
+                raise self.reject("a comprehension target must be a name or a tuple of names", gen.target)
+            for t in targets:
+                self.check_binding(t.id, t)  # type: ignore[attr-defined]
+            iter_ = self.expr(gen.iter, inner, depth)
+            inner = inner | {t.id for t in targets}  # type: ignore[attr-defined]
+            new_gens.append(ast.comprehension(gen.target, iter_, [self.expr(i, inner, depth) for i in gen.ifs], 0))
         if isinstance(node, ast.DictComp):
             new: ast.expr = ast.DictComp(self.expr(node.key, inner, depth), self.expr(node.value, inner, depth),
-                                         [new_gen])
+                                         new_gens)
         else:
             elt = self.expr(node.elt, inner, depth)  # type: ignore[attr-defined]
-            new = type(node)(elt, [new_gen])
+            new = type(node)(elt, new_gens)
         return ast.copy_location(new, node)
 
 

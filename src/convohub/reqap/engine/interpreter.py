@@ -22,6 +22,7 @@ Those bounds raise :class:`MemoryBudgetExceeded` (a :class:`ResourceLimitError`)
 from __future__ import annotations
 
 import ast
+import json
 import math
 import operator
 import sys
@@ -30,6 +31,8 @@ from collections.abc import Callable, Iterable
 from datetime import date, datetime, time, timedelta
 from typing import Any
 
+from dateutil.relativedelta import relativedelta as RelativeDelta
+
 from convohub.reqap.engine.errors import (
     BudgetExceeded,
     ExpressionError,
@@ -37,7 +40,7 @@ from convohub.reqap.engine.errors import (
     ResourceLimitError,
     describe_node,
 )
-from convohub.reqap.engine.expr import Function, SubtreeSlot
+from convohub.reqap.engine.expr import NAMESPACES, Function, SubtreeSlot
 
 __all__ = ["Evaluator", "Group"]
 
@@ -86,12 +89,15 @@ _CMPOPS: dict[type, Callable[[Any, Any], Any]] = {
 # receiver type -> methods callable on it (checked at run time on top of the static name whitelist)
 _STR_METHODS = frozenset({"lower", "upper", "strip", "lstrip", "rstrip", "startswith", "endswith", "split",
                           "rsplit", "replace", "find", "rfind", "count", "title", "capitalize", "casefold",
-                          "isdigit", "isnumeric", "isalpha", "isalnum", "join", "splitlines", "index"})
+                          "isdigit", "isnumeric", "isalpha", "isalnum", "join", "splitlines", "index",
+                          "partition", "rpartition", "removeprefix", "removesuffix", "zfill", "isspace",
+                          "islower", "isupper", "istitle", "swapcase"})
+_ISO_CALENDAR = type(date(2024, 1, 1).isocalendar())  # datetime.IsoCalendarDate: a tuple with names
 _TYPE_METHODS: tuple[tuple[type | tuple[type, ...], frozenset[str]], ...] = (
     (str, _STR_METHODS),
     (datetime, frozenset({"weekday", "isoweekday", "isoformat", "strftime", "date", "time", "timestamp",
-                          "replace"})),
-    (date, frozenset({"weekday", "isoweekday", "isoformat", "strftime", "replace"})),
+                          "replace", "isocalendar", "toordinal"})),
+    (date, frozenset({"weekday", "isoweekday", "isoformat", "strftime", "replace", "isocalendar", "toordinal"})),
     (time, frozenset({"isoformat", "strftime", "replace"})),
     (timedelta, frozenset({"total_seconds"})),
     ((list, tuple), frozenset({"count", "index"})),
@@ -101,17 +107,22 @@ _TYPE_ATTRS: tuple[tuple[type | tuple[type, ...], frozenset[str]], ...] = (
     (date, frozenset({"year", "month", "day"})),
     (time, frozenset({"hour", "minute", "second", "microsecond"})),
     (timedelta, frozenset({"days", "seconds", "microseconds"})),
+    (_ISO_CALENDAR, frozenset({"year", "week", "weekday"})),
+    (RelativeDelta, frozenset({"years", "months", "weeks", "days", "hours", "minutes", "seconds"})),
 )
 _SAFE_SCALARS = (str, int, float, bool, type(None), date, time, timedelta)
 
 
-def _relativedelta(**kw: Any) -> Any:
-    from dateutil.relativedelta import relativedelta
-
+def _relativedelta(*args: Any, **kw: Any) -> Any:
+    """``relativedelta(months=6)`` (an offset) or ``relativedelta(d1, d2)`` (the difference of two dates)."""
+    if args:
+        if kw or len(args) != 2 or not all(isinstance(a, date) for a in args):
+            raise ExpressionError("relativedelta() takes two dates, or keyword offsets")
+        return RelativeDelta(*args)
     for k, v in kw.items():
         if not isinstance(v, (int, float)) or abs(v) > 100_000:
             raise ExpressionError(f"relativedelta({k}=...) must be a number of modest size")
-    return relativedelta(**kw)
+    return RelativeDelta(**kw)
 
 
 class Evaluator:
@@ -334,14 +345,29 @@ class Evaluator:
         parts = []
         for v in node.values:
             if isinstance(v, ast.FormattedValue):
-                parts.append(self._to_str(self._evaluate(v.value, env, fn)))
+                value = self._evaluate(v.value, env, fn)
+                if v.format_spec is None:
+                    parts.append(self._to_str(value))
+                elif isinstance(value, (*_SAFE_SCALARS, datetime)):  # the spec is checked and short
+                    parts.append(format(value, v.format_spec.values[0].value))  # type: ignore[attr-defined]
+                else:
+                    raise ExpressionError(f"cannot format {type(value).__name__} with a format spec")
             else:
                 parts.append(v.value)  # type: ignore[attr-defined]
         self._refuse_sequence(sum(map(len, parts)), "", "an f-string", node)
         return self._alloc("".join(parts), node)
 
-    def _iterate(self, node: ast.expr, env: dict[str, Any], fn: Function) -> Iterable[dict[str, Any]]:
-        gen = node.generators[0]  # type: ignore[attr-defined]
+    def _iterate(self, node: ast.expr, env: dict[str, Any], fn: Function, level: int = 0
+                 ) -> Iterable[dict[str, Any]]:
+        """The environments of a comprehension's items, clause by clause (each loop bounded)."""
+        gens = node.generators  # type: ignore[attr-defined]
+        for inner in self._clause(gens[level], env, fn):
+            if level + 1 == len(gens):
+                yield inner
+            else:
+                yield from self._iterate(node, inner, fn, level + 1)
+
+    def _clause(self, gen: ast.comprehension, env: dict[str, Any], fn: Function) -> Iterable[dict[str, Any]]:
         source = self._evaluate(gen.iter, env, fn)
         if not isinstance(source, (list, tuple, set, frozenset, dict, str)):
             raise ExpressionError(f"cannot iterate over {type(source).__name__}")
@@ -386,9 +412,8 @@ class Evaluator:
         if isinstance(func, ast.Name):
             return self._alloc(self._call_function(func.id, args, kwargs), node)
         assert isinstance(func, ast.Attribute)
-        if isinstance(func.value, ast.Name) and func.value.id in ("date", "time", "datetime") \
-                and func.value.id not in env:
-            return self._alloc(self._class_method(func.value.id, func.attr, args), node)
+        if isinstance(func.value, ast.Name) and func.value.id in NAMESPACES and func.value.id not in env:
+            return self._alloc(self._class_method(func.value.id, func.attr, args, kwargs), node)
         receiver = self._evaluate(func.value, env, fn)
         value = self._method(receiver, func.attr, args, kwargs, node)
         if func.attr in _NEW_ELEMENTS:  # split() and items() build new strings / tuples, not just slots
@@ -438,9 +463,13 @@ class Evaluator:
         if name == "int" and len(args) > 1:
             raise ExpressionError("int() takes one argument")
         if name == "relativedelta":
-            if args:
-                raise ExpressionError("relativedelta() takes keyword arguments only")
-            return _relativedelta(**kwargs)
+            return _relativedelta(*args, **kwargs)
+        if name in _SEQUENCE_FUNCTIONS:
+            return self._sequence_function(name, args, kwargs)
+        if name == "divmod":
+            if len(args) != 2 or not all(isinstance(a, (int, float)) and not isinstance(a, bool) for a in args):
+                raise ExpressionError("divmod() takes two numbers")
+            return divmod(args[0], args[1])
         if name in ("timedelta", "date", "time", "datetime"):
             for v in list(args) + list(kwargs.values()):
                 if not isinstance(v, (int, float)) or isinstance(v, bool) or abs(v) > 10**9:
@@ -452,7 +481,9 @@ class Evaluator:
                 raise ExpressionError("functions cannot be passed as values")
         return _BUILTINS[name](*args, **kwargs)
 
-    def _class_method(self, cls: str, name: str, args: list[Any]) -> Any:
+    def _class_method(self, cls: str, name: str, args: list[Any], kwargs: dict[str, Any] | None = None) -> Any:
+        if cls == "json":
+            return self._json(name, args, kwargs or {})
         if (cls, name) == ("date", "today"):
             return self.reference_date
         if (cls, name) in (("datetime", "now"), ("datetime", "today")):
@@ -463,13 +494,58 @@ class Evaluator:
             return {"date": date, "time": time, "datetime": datetime}[cls].fromisoformat(args[0])
         if name == "fromtimestamp":
             if len(args) != 1 or not isinstance(args[0], (int, float)) or isinstance(args[0], bool):
-                raise ExpressionError("datetime.fromtimestamp() takes one number")
-            return _from_timestamp(args[0])
+                raise ExpressionError(f"{cls}.fromtimestamp() takes one number")
+            moment = _from_timestamp(args[0])
+            return moment.date() if cls == "date" else moment
+        if name == "strptime":
+            if len(args) != 2 or not all(isinstance(a, str) for a in args) or len(args[0]) > 64 \
+                    or len(args[1]) > 100:
+                raise ExpressionError("datetime.strptime() takes a short string and a short format")
+            return datetime.strptime(args[0], args[1])
         if name == "combine":
             if len(args) != 2 or not isinstance(args[0], date) or not isinstance(args[1], time):
                 raise ExpressionError("datetime.combine() takes a date and a time")
             return datetime.combine(args[0], args[1])
         raise ExpressionError(f"{cls}.{name}() is not supported")
+
+    def _sequence_function(self, name: str, args: list[Any], kwargs: dict[str, Any]) -> list[Any]:
+        """``range``/``zip``/``enumerate``/``reversed`` as lists, refused before they are built when too long."""
+        if name == "range":
+            if kwargs or not 1 <= len(args) <= 3 or not all(type(a) is int for a in args):
+                raise ExpressionError("range() takes one to three integers")
+            numbers = range(*args)
+            self._refuse_sequence(len(numbers), [], "a range()", None)
+            return list(numbers)
+        if not args or not all(isinstance(a, (list, tuple, set, frozenset, dict, str)) for a in args):
+            raise ExpressionError(f"{name}() takes lists, sets, dicts or strings")
+        if name == "zip":
+            self._refuse_sequence(min(len(a) for a in args) * (len(args) + 1), [], "a zip()", None)
+            return list(zip(*args, strict=False))
+        if len(args) != 1:
+            raise ExpressionError(f"{name}() takes one list")
+        self._refuse_sequence(3 * len(args[0]), [], f"an {name}()", None)
+        if name == "reversed":
+            if isinstance(args[0], (set, frozenset, dict)):
+                raise ExpressionError("reversed() needs a list or a string")
+            return list(reversed(args[0]))
+        start = kwargs.get("start", 0)
+        if type(start) is not int:
+            raise ExpressionError("enumerate(start=...) must be an integer")
+        return list(enumerate(args[0], start))
+
+    def _json(self, name: str, args: list[Any], kwargs: dict[str, Any]) -> Any:
+        """``json.loads`` of a bounded string (its value charged element by element) / ``json.dumps``."""
+        if len(args) != 1:
+            raise ExpressionError(f"json.{name}() takes one argument")
+        if name == "loads":
+            if not isinstance(args[0], str) or len(args[0]) > MAX_SEQUENCE:
+                raise ExpressionError("json.loads() takes a string")
+            value = json.loads(args[0])
+            self.charge(8 * _deep_size(value, MAX_SEQUENCE), "the elements of a json.loads() value")
+            return value
+        text = self._to_str(args[0])  # bounds the structure's size before it is serialised
+        self._refuse_sequence(2 * len(text), "", "a json.dumps() result", None)
+        return json.dumps(args[0], ensure_ascii=False, default=str, sort_keys=bool(kwargs.get("sort_keys")))
 
     def _method(self, receiver: Any, name: str, args: list[Any], kwargs: dict[str, Any],
                 node: ast.AST | None = None) -> Any:
@@ -494,6 +570,10 @@ class Evaluator:
                 hits = receiver.count(args[0]) if args[0] else len(receiver) + 1
                 self._refuse_sequence(len(receiver) + hits * len(args[1]), receiver, "a replace() result",
                                       node)
+            if name == "zfill":
+                if len(args) != 1 or not isinstance(args[0], int) or isinstance(args[0], bool):
+                    raise ExpressionError("zfill() takes one integer")
+                self._refuse_sequence(max(len(receiver), args[0]), receiver, "a zfill() result", node)
             if name == "join":
                 items = args[0] if args else None
                 if not isinstance(items, (list, tuple, set)) or not all(isinstance(i, str) for i in items):
@@ -519,7 +599,9 @@ _BUILTINS: dict[str, Callable[..., Any]] = {
 
 
 #: Methods whose result holds objects created by the call itself (charged element by element).
-_NEW_ELEMENTS = frozenset({"split", "rsplit", "splitlines", "items"})
+_NEW_ELEMENTS = frozenset({"split", "rsplit", "splitlines", "items", "partition", "rpartition"})
+#: Builtins that return a new list (bounded in :meth:`Evaluator._sequence_function`).
+_SEQUENCE_FUNCTIONS = frozenset({"range", "zip", "enumerate", "reversed"})
 
 
 def _where(node: ast.AST | None) -> str:

@@ -76,11 +76,15 @@ def retrieve(ctx: OperatorContext, query: str, l: list[Any] | None = None) -> li
 
 def extract(ctx: OperatorContext, l: list[Any], attr_names: tuple[str, ...],  # noqa: E741
             attr_types: tuple[str, ...] | None = None) -> list[dict[str, Any]]:
-    """Each event with the requested keys added (converted); events missing any of them are dropped."""
+    """Each event with the requested keys added (converted); events missing any of them are dropped.
+
+    Names past the end of a shorter ``attr_types`` list keep the extracted value as it is (no conversion).
+    """
     events = _items(l, "EXTRACT")
     if not all(isinstance(e, dict) for e in events):
         raise ExecutionError("EXTRACT needs a list of events")
-    types = attr_types or (None,) * len(attr_names)
+    given = tuple(attr_types or ())
+    types = given + (None,) * (len(attr_names) - len(given))
     columns = [[convert(v, t) for v in ctx.extractor.extract(events, name)]
                for name, t in zip(attr_names, types, strict=True)]
     out = []

@@ -21,6 +21,7 @@ from dataclasses import dataclass, field
 from functools import cached_property
 from typing import Any
 
+from convohub.reqap.engine.convert import TYPE_NAMES
 from convohub.reqap.engine.errors import (
     TreeSyntaxError,
 )
@@ -41,13 +42,6 @@ MAX_TREE_CHARS = 100_000
 
 
 MAX_TREE_DEPTH = 40
-
-#: Conversions EXTRACT accepts in ``attr_types`` (the authors' notation).
-TYPE_NAMES: frozenset[str] = frozenset({
-    "date.fromisoformat", "time.fromisoformat", "datetime.fromisoformat", "datetime.fromtimestamp", "float",
-    "int", "str", "list", "bool",
-})
-
 
 @dataclass(frozen=True)
 class ArgSpec:
@@ -212,8 +206,10 @@ class _Parser:
             if spec.required is False and isinstance(value, ast.Constant) and value.value is None:
                 continue
             args[spec.name] = self.argument(name, spec, value, depth)
-        if "attr_types" in args and len(args["attr_types"]) != len(args["attr_names"]):
-            raise self.reject("attr_types must have one entry per attr_names entry", given["attr_types"])
+        # a shorter attr_types list (the authors' engine tolerates it) leaves the remaining names unconverted
+        if "attr_types" in args and len(args["attr_types"]) > len(args["attr_names"]):
+            raise self.reject(f"more attr_types than attr_names ({len(args['attr_types'])} > "
+                              f"{len(args['attr_names'])})", given["attr_types"])
         return OpNode("EXTRACT" if name == "SELECT" else name, args)
 
     def placeholder(self, call: ast.Call) -> Placeholder:
@@ -242,7 +238,7 @@ class _Parser:
             elts = value.elts if isinstance(value, (ast.List, ast.Tuple)) else [value]
             names = []
             for e in elts:
-                n = _dotted(e)
+                n = e.value if isinstance(e, ast.Constant) and isinstance(e.value, str) else _dotted(e)
                 if n not in TYPE_NAMES:
                     raise self.reject(f"{op}.{spec.name}: unknown type conversion (allowed: "
                                       f"{', '.join(sorted(TYPE_NAMES))})", e)
