@@ -30,6 +30,8 @@ from datetime import date
 from pathlib import Path
 from typing import Any
 
+from convohub.reqap.release.models import DEFAULT_HUB
+
 __all__ = ["add_cli", "render_tree", "run_ask", "run_evaluate", "run_execute"]
 
 _EXAMPLE = ('APPLY(l=FILTER(l=RETRIEVE(query="running workouts"), '
@@ -127,18 +129,30 @@ _SYSTEM_HELP = ("reqap: QUD -> operator tree -> engine; rag: retrieve + rank, to
                 "codegen: question + schema -> one DuckDB query over the persona's event tables (default: %(default)s)")
 
 
-def _add_components(p: argparse.ArgumentParser) -> None:
-    p.add_argument("--dataset", type=Path, required=True, help="built PerQA dataset folder (data/observable_events)")
+def _add_components(p: argparse.ArgumentParser, dataset_required: bool = True) -> None:
+    p.add_argument("--dataset", type=Path, required=dataset_required,
+                   help="built PerQA dataset folder (data/observable_events)")
     p.add_argument("--system", choices=["reqap", "rag", "codegen"], default="reqap", help=_SYSTEM_HELP)
-    p.add_argument("--decomposer", default=None, metavar="SPEC",
-                   help="required with --system reqap, named on purpose: sft:PATH (trained QUD model), icl (ICL "
-                        "QUD over --llm) or gold (ORACLE: the gold tree of the question's template)")
-    p.add_argument("--retriever", default="bm25", metavar="SPEC",
-                   help="bm25, oracle (ORACLE: gold-tree query oracle), all, ce:PATH (trained cross-encoders); "
-                        "also ranks RAG's events (default: %(default)s)")
-    p.add_argument("--extractor", default=None, metavar="SPEC",
-                   help="required with --system reqap: model:PATH (trained EXTRACT model) or lookup (rule "
-                        "stand-in: reads the attribute by key)")
+    g = p.add_argument_group("components", "without these flags the trained chain runs: QUD (SFT) -> RETRIEVE "
+                             "(BM25, then the patterns and events cross-encoders) -> EXTRACT, with the models of "
+                             "the release in --hub")
+    g.add_argument("--decomposer", default=None, metavar="SPEC",
+                   help="sft:DIR (trained QUD model), icl (ICL QUD over --llm), trees:FILE (fixed trees) or gold "
+                        "(ORACLE: the gold tree of the question's template) (default: the release's QUD model)")
+    g.add_argument("--retriever", default=None, metavar="SPEC",
+                   help="ce:DIR[,DIR] (trained cross-encoders), bm25, all, or oracle (ORACLE: gold-tree query "
+                        "oracle); also ranks RAG's events (default: the release's two cross-encoders)")
+    g.add_argument("--extractor", default=None, metavar="SPEC",
+                   help="model:DIR (trained EXTRACT model) or lookup (stand-in: reads the attribute by key) "
+                        "(default: the release's EXTRACT model)")
+    g.add_argument("--hub", type=Path, default=DEFAULT_HUB,
+                   help="local hub root of a release (`convohub release --out`) holding the trained models "
+                        "(default: %(default)s)")
+    g.add_argument("--namespace", default=None,
+                   help="namespace of the release's models (default: convohub); when --hub lacks them they are "
+                        "downloaded from the Hub repositories NAMESPACE/reqap-*")
+    g.add_argument("--profile", choices=["tiny", "paper"], default=None,
+                   help="which release profile's models (default: tiny if present, else paper)")
     p.add_argument("--llm", metavar="SPEC", help="LLM for icl/rag/codegen: endpoint:URL#MODEL, URL#MODEL or "
                    "local:PATH (default: $CONVOHUB_LLM_BASE_URL)")
     p.add_argument("--llm-model", help="model name for an endpoint spec without #MODEL ($CONVOHUB_LLM_MODEL)")
@@ -167,8 +181,12 @@ def _add_evaluate(sub: Any) -> None:
     p = sub.add_parser("evaluate", help="Hit@1 / Rlx-Hit@1 of a system on a PerQA split",
                        description="Score a system on a PerQA split with the hit_at_1 metric: overall, per "
                                    "category (ordering, grouping, temporal, aggregation, join, multi-source), "
-                                   "failure counts and (reqap) error attribution to tree / retrieve / extract.")
-    _add_components(p)
+                                   "failure counts and (reqap) error attribution to tree / retrieve / extract. "
+                                   "With --compare, McNemar's test between two earlier runs instead.")
+    _add_components(p, dataset_required=False)
+    p.add_argument("--compare", nargs=2, type=Path, metavar=("RUN_A", "RUN_B"),
+                   help="McNemar's test between two runs' per-question hits (their --out folders or "
+                        "results.json files), e.g. ReQAP against a baseline; nothing is evaluated")
     p.add_argument("--split", default="test", help="split to evaluate (default: %(default)s)")
     p.add_argument("--persona", help="only this persona")
     p.add_argument("--limit", type=int, help="at most N questions")
@@ -181,12 +199,35 @@ def _add_evaluate(sub: Any) -> None:
     p.set_defaults(handler=run_evaluate)
 
 
+def _resolve(args: argparse.Namespace) -> str | None:
+    """Fill the component flags left out with the trained models of the release (``--hub``/``--namespace``);
+    returns where they came from (None when every component was named). Raises
+    :class:`~convohub.reqap.release.models.MissingRelease` saying what to build or pass."""
+    used = {"reqap": ("decomposer", "retriever", "extractor"), "rag": ("retriever",)}.get(args.system, ())
+    if all(getattr(args, k) is not None for k in used):
+        return None
+    from convohub.reqap.release.models import find_release_models
+
+    release = find_release_models(args.hub, args.namespace, args.profile)
+    for kind, spec in release.specs().items():
+        if kind in used and getattr(args, kind) is None:
+            setattr(args, kind, spec)
+    return f"{release.source} (profile {release.profile})"
+
+
 def _system_options(args: argparse.Namespace) -> dict[str, Any]:
     """The keyword arguments of :func:`convohub.reqap.components.build.build_system` from the parsed flags."""
     return {"system": args.system, "dataset": args.dataset, "decomposer": args.decomposer,
             "retriever": args.retriever, "extractor": args.extractor, "llm": args.llm, "llm_model": args.llm_model,
             "llm_cache": args.llm_cache, "top_n": args.top_n, "icl_split": args.icl_split,
             "time_budget": args.time_budget}
+
+
+def _components(args: argparse.Namespace, source: str | None, llm: str | None = None) -> dict[str, Any]:
+    from convohub.reqap.components.build import describe_components
+
+    return describe_components(args.system, decomposer=args.decomposer, retriever=args.retriever,
+                               extractor=args.extractor, llm=llm, source=source)
 
 
 def _build(args: argparse.Namespace) -> tuple[Any, Any]:
@@ -207,9 +248,11 @@ def render_tree(tree: str | None) -> str:
 
 def run_ask(args: argparse.Namespace) -> int:
     """Handler of ``reqap ask``."""
+    from convohub.reqap.components.build import header
     from convohub.reqap.data.perqa import load_persona
 
     try:
+        source = _resolve(args)
         system, on_persona = _build(args)
         store, questions, _ = load_persona(args.dataset, args.persona, canonical=False)
     except (ValueError, FileNotFoundError, KeyError) as err:
@@ -217,8 +260,9 @@ def run_ask(args: argparse.Namespace) -> int:
         return 2
     on_persona(args.persona, questions)
     result = system.answer(args.question, store, args.reference_date)
+    components = _components(args, source, getattr(getattr(system, "backend", None), "name", None))
     if args.json:
-        print(json.dumps(result.to_dict(), ensure_ascii=False, indent=2, default=str))
+        print(json.dumps({**result.to_dict(), "components": components}, ensure_ascii=False, indent=2, default=str))
         return 0 if result.error is None else 1
     print(f"answer: {json.dumps(result.answer, ensure_ascii=False, default=str)}")
     if result.error:
@@ -233,6 +277,7 @@ def run_ask(args: argparse.Namespace) -> int:
     else:
         print(f"sql: {result.sql}" if args.system == "codegen" else f"events given: {len(result.event_ids)}")
         print(f"llm output: {result.output.strip()[:500]}")
+    print(f"components:\n  {header(components).replace(chr(10), chr(10) + '  ')}")
     return 0 if result.error is None else 1
 
 
@@ -240,14 +285,26 @@ def run_evaluate(args: argparse.Namespace) -> int:
     """Handler of ``reqap evaluate``."""
     from functools import partial
 
-    from convohub.reqap.components.build import build_system
-    from convohub.reqap.release.evaluation import evaluate, format_results
+    from convohub.reqap.components.build import build_system, header
+    from convohub.reqap.release.evaluation import compare_runs, evaluate, format_comparison, format_results
 
+    if args.compare:
+        try:
+            print(format_comparison(compare_runs(*args.compare)))
+        except (ValueError, FileNotFoundError) as err:
+            print(f"error: {err}", file=sys.stderr)
+            return 2
+        return 0
+    if args.dataset is None:
+        print("error: reqap evaluate needs --dataset (or --compare RUN_A RUN_B)", file=sys.stderr)
+        return 2
     attribution = not args.no_attribution and args.system == "reqap"
     limits = _limits(args, extra_s=360.0 if attribution else 0.0)
-    describe = {"system": args.system, "decomposer": args.decomposer, "retriever": args.retriever,
-                "extractor": args.extractor, "llm": None}
     try:
+        source = _resolve(args)
+        describe = _components(args, source)
+        print(f"{'ORACLE ' if describe['oracle'] else ''}{args.system} on {args.split}\n{header(describe)}\n",
+              flush=True)
         if limits is None:
             system, on_persona = _build(args)
             describe["llm"] = getattr(getattr(system, "backend", None), "name", None)

@@ -21,7 +21,7 @@ from convohub.reqap.engine.events import EventStore
 from convohub.reqap.engine.executor import REFERENCE_DATE
 
 __all__ = [
-    "OBS_COLUMNS", "TRACE_HEADERS", "ask", "events_from_csv", "events_from_ics", "example_questions",
+    "SPEC_ENV", "component_specs", "OBS_COLUMNS", "TRACE_HEADERS", "ask", "events_from_csv", "events_from_ics", "example_questions",
     "export_space", "resolve_folder", "tree_markdown", "tree_picture"
 ]
 
@@ -42,6 +42,29 @@ def resolve_folder(spec: str | None, repo_type: str) -> Path | None:
     from huggingface_hub import snapshot_download
 
     return Path(snapshot_download(spec, repo_type=repo_type))
+
+
+#: Environment variables naming a component spec, as the CLI's --decomposer/--retriever/--extractor do.
+SPEC_ENV = {"decomposer": "CONVOHUB_DECOMPOSER", "retriever": "CONVOHUB_RETRIEVER", "extractor": "CONVOHUB_EXTRACTOR"}
+
+
+def component_specs(environ: Mapping[str, str]) -> tuple[dict[str, str], str | None]:
+    """(decomposer/retriever/extractor specs, where the trained models came from) for the Space.
+
+    The same defaults as ``convohub reqap ask``: every component not named in :data:`SPEC_ENV` is the
+    release's trained model, from the local hub root ``CONVOHUB_HUB`` (default ``hub_release``) or the
+    Hub namespace ``CONVOHUB_NAMESPACE`` (default ``convohub`` when running as a Hub Space, where the
+    models are downloaded). Raises :class:`~convohub.reqap.release.models.MissingRelease` when a
+    trained model is needed and none is found.
+    """
+    specs = {kind: environ[var] for kind, var in SPEC_ENV.items() if environ.get(var)}
+    if len(specs) == len(SPEC_ENV):
+        return specs, None
+    from convohub.reqap.release.models import DEFAULT_HUB, find_release_models
+
+    namespace = environ.get("CONVOHUB_NAMESPACE") or ("convohub" if environ.get("SPACE_ID") else None)
+    release = find_release_models(environ.get("CONVOHUB_HUB") or DEFAULT_HUB, namespace)
+    return {**release.specs(), **specs}, f"{release.source} (profile {release.profile})"
 
 
 def events_from_csv(path: str | Path) -> EventStore:

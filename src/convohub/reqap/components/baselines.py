@@ -284,7 +284,12 @@ def _event_json(event: Mapping[str, Any]) -> dict[str, Any]:
 
 
 class RAGBaseline:
-    """Retrieve-and-read: ``top_n`` events for the question, best first, as JSON lines to the LLM."""
+    """Retrieve-and-read: ``top_n`` events for the question, best first, as JSON lines to the LLM.
+
+    With the trained RETRIEVE pipeline the order is the event cross-encoder's relevance
+    (:meth:`~convohub.reqap.components.retrieve.CrossEncoderRetriever.rank`); a retriever without
+    ``rank`` gives its own order (BM25: by score).
+    """
 
     name = "rag"
 
@@ -306,7 +311,8 @@ class RAGBaseline:
         self.stats["questions"] += 1
         result = BaselineResult(question)
         try:
-            ids = self.retriever.retrieve(question, store)[: self.top_n]
+            rank = getattr(self.retriever, "rank", None)  # cross-encoders: by relevance, not by time
+            ids = (rank(question, store) if rank is not None else self.retriever.retrieve(question, store))[: self.top_n]
         except Exception as err:  # a retriever failure is this question's failure
             self.stats["retrieve_errors"] += 1
             result.error = f"RetrieveError: {type(err).__name__}: {err}"

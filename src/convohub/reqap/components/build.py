@@ -25,6 +25,7 @@ from convohub.reqap.components.retrieve import AllRetriever, BM25Retriever
 from convohub.reqap.engine.protocols import Extractor, Retriever
 
 __all__ = [
+    "ORACLE_SPECS", "describe_components", "header",
     "PersonaOracleRetriever", "build_system", "execute_setup", "execute_tree_task", "make_decomposer",
     "make_extractor", "make_retriever", "make_system"
 ]
@@ -50,6 +51,63 @@ class PersonaOracleRetriever:
         if self.index is None:
             raise RuntimeError("the oracle retriever needs a persona's canonical events (use())")
         return self.index.ids(query, store)
+
+
+#: Specs that stand in for a component with gold knowledge: every output they touch says ORACLE.
+ORACLE_SPECS: dict[str, frozenset[str]] = {"decomposer": frozenset({"gold"}), "retriever": frozenset({"oracle"})}
+_KINDS = {"decomposer": "QUD", "retriever": "RETRIEVE", "extractor": "EXTRACT"}
+
+
+def _label(kind: str, spec: str) -> str:
+    """What a component spec is, in words (for headers, results and cards)."""
+    head, _, path = spec.partition(":")
+    words = {
+        ("decomposer", "gold"): "ORACLE: the hand-written gold tree of the question's template",
+        ("decomposer", "sft"): f"trained QUD model {path}",
+        ("decomposer", "icl"): "in-context QUD over the LLM",
+        ("decomposer", "trees"): f"fixed trees from {path}",
+        ("retriever", "oracle"): "ORACLE: the gold events of each gold-tree query",
+        ("retriever", "bm25"): "BM25 (stand-in: no cross-encoders)",
+        ("retriever", "all"): "every event (stand-in)",
+        ("retriever", "ce"): "BM25 first stage -> patterns cross-encoder -> events cross-encoder "
+                             f"({path.replace(',', ' + ')})",
+        ("extractor", "lookup"): "key lookup (stand-in: no model)",
+        ("extractor", "model"): f"trained EXTRACT model {path}",
+    }
+    return words.get((kind, head), spec)
+
+
+def describe_components(system: str, *, decomposer: str | None = None, retriever: str | None = None,
+                        extractor: str | None = None, llm: str | None = None, source: str | None = None
+                        ) -> dict[str, Any]:
+    """The components a run used, for the printed header, ``results.json`` and cards.
+
+    ``oracle`` lists the components that are oracles (empty for a real system); ``labels`` says in words
+    what each spec is; ``source`` where the trained models came from (a release folder or the Hub).
+    """
+    used = {"reqap": ("decomposer", "retriever", "extractor"), "rag": ("retriever",)}.get(system, ())
+    specs = {"decomposer": decomposer, "retriever": retriever, "extractor": extractor}
+    out: dict[str, Any] = {"system": system, **{k: specs[k] if k in used else None for k in specs}, "llm": llm}
+    out["oracle"] = [k for k in used if specs[k] in ORACLE_SPECS.get(k, ())]
+    out["labels"] = {k: _label(k, specs[k]) for k in used if specs[k]}
+    if source:
+        out["models_from"] = source
+    return out
+
+
+def header(components: dict[str, Any]) -> str:
+    """Lines naming each component of a run; an ORACLE run says so first."""
+    lines = []
+    if components.get("oracle"):
+        named = ", ".join(f"--{k} {components[k]}" for k in components["oracle"])
+        lines.append(f"ORACLE ({named}): an upper bound with gold knowledge, not a system result")
+    for kind, label in components.get("labels", {}).items():
+        lines.append(f"{_KINDS[kind]}: {label}")
+    if components.get("llm"):
+        lines.append(f"LLM: {components['llm']}")
+    if components.get("models_from"):
+        lines.append(f"trained models from: {components['models_from']}")
+    return "\n".join(lines)
 
 
 def make_decomposer(spec: str, backend: Any = None) -> Any:
@@ -90,8 +148,12 @@ def make_retriever(spec: str) -> Retriever:
     if spec.startswith("ce:"):
         from convohub.reqap.components.retrieve import CrossEncoderRetriever
 
-        return _load(CrossEncoderRetriever, spec[3:])
-    raise ValueError(f"unknown retriever {spec!r} (bm25, oracle, all, ce:PATH)")
+        folders = [f for f in spec[3:].split(",") if f]
+        for folder in folders:
+            if not Path(folder).exists():
+                raise FileNotFoundError(f"model folder {folder!r} does not exist")
+        return CrossEncoderRetriever.from_pretrained(*folders)
+    raise ValueError(f"unknown retriever {spec!r} (bm25, oracle, all, ce:DIR[,DIR])")
 
 
 def make_extractor(spec: str) -> Extractor:
@@ -136,7 +198,7 @@ def _backend(system: str, decomposer: str | None, llm: str | None, llm_model: st
     return backend_from_env(**({"cache_dir": llm_cache} if llm_cache else {}))
 
 
-def build_system(system: str, *, dataset: Path, decomposer: str | None, retriever: str = "bm25",
+def build_system(system: str, *, dataset: Path, decomposer: str | None, retriever: str | None = None,
                  extractor: str | None = None, llm: str | None = None, llm_model: str | None = None,
                  llm_cache: Path | None = None, top_n: int = 100, icl_split: str = "train",
                  time_budget: float = 600.0) -> tuple[Any, Callable[[str, list[dict[str, Any]]], None]]:
@@ -146,19 +208,19 @@ def build_system(system: str, *, dataset: Path, decomposer: str | None, retrieve
     Raises ValueError/FileNotFoundError on bad specs. ``on_persona(persona_id, questions)`` registers a
     persona's questions with the gold-tree decomposer and points the oracle retriever at its events.
     """
-    if system == "reqap":
-        missing = [f"--{name}" for name, value in (("decomposer", decomposer), ("extractor", extractor))
-                   if value is None]
-        if missing:
-            raise ValueError(f"--system reqap needs {' and '.join(missing)} named (stand-ins are never picked "
-                             "for you): e.g. --decomposer sft:MODEL_DIR --extractor model:MODEL_DIR, or the "
-                             "stand-ins --decomposer gold (ORACLE) --extractor lookup")
+    needed = {"reqap": ("decomposer", "retriever", "extractor"), "rag": ("retriever",)}.get(system, ())
+    given = {"decomposer": decomposer, "retriever": retriever, "extractor": extractor}
+    missing = [f"--{name}" for name in needed if given[name] is None]
+    if missing:  # the CLI and the Space fill them from a release (release.models); stand-ins are never picked
+        raise ValueError(f"--system {system} needs {' and '.join(missing)}: the trained models "
+                         "(sft:DIR, ce:DIR[,DIR], model:DIR) or a stand-in named on purpose (--decomposer gold "
+                         "[ORACLE], --retriever bm25, --extractor lookup)")
     examples: list[Any] = []
     if system == "codegen":
         from convohub.reqap.components.baselines import icl_pool_from_dataset
 
         examples = icl_pool_from_dataset(dataset, icl_split)
-    answerer = make_system(system, decomposer=decomposer or "gold", retriever=retriever,
+    answerer = make_system(system, decomposer=decomposer or "gold", retriever=retriever or "bm25",
                            extractor=extractor or "lookup", backend=_backend(system, decomposer, llm, llm_model,
                                                                              llm_cache),
                            budget_s=time_budget, top_n=top_n, icl_examples=examples)

@@ -302,6 +302,20 @@ class CrossEncoderClassifier:
                                     convert_to_numpy=True, show_progress_bar=False)
         return [self.labels[int(i)] for i in logits.reshape(len(pairs), -1).argmax(axis=1)]
 
+    def probabilities(self, pairs: Sequence[tuple[str, str]], label: str) -> list[float]:
+        """The softmax probability of ``label`` for each pair (ranking by relevance)."""
+        import numpy as np
+        import torch
+
+        if not pairs:
+            return []
+        index = {v: k for k, v in self.labels.items()}[label]
+        logits = self.model.predict([list(p) for p in pairs], batch_size=self.batch_size, convert_to_numpy=True,
+                                    show_progress_bar=False, activation_fn=torch.nn.Identity(),
+                                    apply_softmax=False).reshape(len(pairs), -1)
+        shifted = np.exp(logits - logits.max(axis=1, keepdims=True))
+        return (shifted[:, index] / shifted.sum(axis=1)).tolist()
+
 
 class SpladeFirstStage:
     """SPLADE first stage (the paper's): sparse dot products of query and event vectors above ``threshold``.
@@ -379,26 +393,31 @@ class CrossEncoderRetriever:
         self.traces: dict[str, RetrieveTrace] = {}
 
     @classmethod
-    def from_pretrained(cls, path: str | Path, **kwargs: Any) -> CrossEncoderRetriever:
-        """From a folder holding ``events/`` and/or ``patterns/`` cross-encoder folders, or from one
-        cross-encoder folder (2 labels: the event step, 3 labels: the pattern step). Max lengths default to
-        the ones saved with each model; other ``kwargs`` go to the constructor."""
+    def from_pretrained(cls, *paths: str | Path, **kwargs: Any) -> CrossEncoderRetriever:
+        """From folders that are cross-encoders (2 labels: the event step, 3 labels: the pattern step) or
+        that hold ``events/`` and/or ``patterns/`` cross-encoder folders -- e.g. the two model repositories
+        of a release. Max lengths default to the ones saved with each model; ``kwargs`` go to the
+        constructor."""
         import json
 
-        folder = Path(path)
         models: dict[str, Path] = {}
-        for step in ("events", "patterns"):
-            if (folder / step / "config.json").is_file():
-                models[step] = folder / step
-        if not models:
+        for path in paths:
+            folder = Path(path)
+            nested = {step: folder / step for step in ("events", "patterns") if (folder / step / "config.json").is_file()}
+            if nested:
+                models.update(nested)
+                continue
             config = folder / "config.json"
             if not config.is_file():
                 raise FileNotFoundError(f"{folder}: neither a cross-encoder folder (config.json) nor one with "
                                         "events/ or patterns/ model folders")
-            labels = len(json.loads(config.read_text(encoding="utf-8")).get("id2label", {}))
+            saved = json.loads(config.read_text(encoding="utf-8"))
+            labels = len(saved.get("id2label") or {}) or 2  # transformers leaves out the default 2-label map
             if labels not in (2, 3):
                 raise ValueError(f"{config}: {labels} labels; the event model has 2, the pattern model 3")
             models["events" if labels == 2 else "patterns"] = folder
+        if not models:
+            raise ValueError("from_pretrained needs at least one cross-encoder folder")
         kwargs.setdefault("event_max_length", None)
         kwargs.setdefault("pattern_max_length", None)
         return cls(models.get("events"), models.get("patterns"), **kwargs)
@@ -459,6 +478,17 @@ class CrossEncoderRetriever:
             return set(ids)
         verdicts = self.events.classify([(query, event_text(store.by_id[i])) for i in ids])
         return {i for i, lab in zip(ids, verdicts, strict=True) if lab == "relevant"}
+
+    def rank(self, query: str, store: EventStore, depth: int = 500) -> list[str]:
+        """Event ids best first for a raw question (the RAG baseline's ranking): the first stage's ``depth``
+        best candidates, re-scored by the event cross-encoder's probability of ``relevant`` (first-stage
+        order without an event model)."""
+        candidates = [i for i, s in self.first_stage.scores(query, store) if s > self.first_stage_threshold][:depth]
+        if self.events is None or not candidates or not hasattr(self.events, "probabilities"):
+            return candidates
+        scores = self.events.probabilities([(query, event_text(store.by_id[i])) for i in candidates], "relevant")
+        order = sorted(range(len(candidates)), key=lambda n: (-scores[n], n))  # ties keep first-stage order
+        return [candidates[n] for n in order]
 
     def _retrieve(self, query: str, store: EventStore) -> list[str]:
         plan = self.plan(query, store)

@@ -44,7 +44,8 @@ from convohub.reqap.engine.executor import REFERENCE_DATE
 if TYPE_CHECKING:  # the worker module is imported only when isolation is asked for
     from convohub.reqap.engine.worker import WorkerLimits
 
-__all__ = ["ATTRIBUTION_LABELS", "SYSTEMS", "attribute_error", "evaluate", "format_results"]
+__all__ = ["ATTRIBUTION_LABELS", "SYSTEMS", "attribute_error", "compare_runs", "evaluate", "format_comparison",
+           "format_results", "mcnemar"]
 
 SYSTEMS = ("reqap", "rag", "codegen")
 ATTRIBUTION_LABELS = ("tree", "retrieve", "extract", "gold_tree_misses")
@@ -253,6 +254,7 @@ def evaluate(dataset_dir: str | Path, split: str, system: str, answerer: Answere
                                "shares": {k: attribution_counts[k] / blamed for k in ("tree", "retrieve", "extract")}
                                if blamed else {}} if system == "reqap" and attribution else None),
         "components": describe or {},
+        "oracle": bool((describe or {}).get("oracle")),
     }
     if isolation is not None:
         results["isolation"] = {"worker_memory_mb": isolation.memory_mb, "worker_timeout_s": isolation.timeout_s}
@@ -271,11 +273,14 @@ def evaluate(dataset_dir: str | Path, split: str, system: str, answerer: Answere
 def format_results(results: dict[str, Any]) -> str:
     """The printed summary: overall and per-category scores, failures, error attribution (Markdown)."""
     from convohub.hub import markdown_table
+    from convohub.reqap.components.build import header
 
     rows = [["all", results["n"], results["hit@1"], results["rlx_hit@1"], results["rlx_hit@1_20"]]]
     rows += [[c, s["n"], s["hit@1"], s["rlx_hit@1"], s["rlx_hit@1_20"]] for c, s in results["per_category"].items()]
-    parts = [f"{results['system']} on {results['split']} ({results['counts']['questions']} questions, "
-             f"{results['counts']['personas']} personas)",
+    components = results.get("components") or {}
+    title = (f"{'ORACLE ' if components.get('oracle') else ''}{results['system']} on {results['split']} "
+             f"({results['counts']['questions']} questions, {results['counts']['personas']} personas)")
+    parts = [title + ("\n" + header(components) if components.get("labels") or components.get("llm") else ""),
              markdown_table(["category", "n", "Hit@1", "Rlx-Hit@1", "Rlx-Hit@1 (20%)"], rows)]
     if results["failures"]:
         parts.append(markdown_table(["failure", "questions"], sorted(results["failures"].items())))
@@ -284,3 +289,87 @@ def format_results(results: dict[str, Any]) -> str:
         parts.append(markdown_table(["missed: attributed to", "questions", "share of tree+retrieve+extract"],
                                     [[k, v, att["shares"].get(k, "")] for k, v in att["counts"].items()]))
     return "\n\n".join(parts)
+
+
+# -- significance -------------------------------------------------------------------------------------------
+def mcnemar(hits_a: Sequence[bool], hits_b: Sequence[bool]) -> dict[str, Any]:
+    """McNemar's test of two systems' per-question hits on the same questions (the paper's significance test).
+
+    Only discordant questions count: ``only_a`` (A hit, B missed) and ``only_b``. ``p_value`` is the exact
+    two-sided binomial test of ``only_a`` among ``only_a + only_b`` at 0.5 (scipy), right for the few hundred
+    questions of PerQA; ``chi2``/``chi2_p_value`` are the continuity-corrected chi-square variant. No
+    discordant question gives p = 1.
+
+    >>> r = mcnemar([True, True, True, False, True, True], [False, False, True, False, False, False])
+    >>> (r["only_a"], r["only_b"], round(r["p_value"], 4))
+    (4, 0, 0.125)
+    """
+    from scipy.stats import binomtest, chi2
+
+    if len(hits_a) != len(hits_b):
+        raise ValueError(f"McNemar needs the same questions: {len(hits_a)} vs {len(hits_b)} results")
+    pairs = list(zip(map(bool, hits_a), map(bool, hits_b), strict=True))
+    only_a = sum(a and not b for a, b in pairs)
+    only_b = sum(b and not a for a, b in pairs)
+    discordant = only_a + only_b
+    stat = (abs(only_a - only_b) - 1) ** 2 / discordant if discordant else 0.0
+    return {"n": len(pairs), "both": sum(a and b for a, b in pairs), "only_a": only_a, "only_b": only_b,
+            "neither": sum(not a and not b for a, b in pairs),
+            "p_value": float(binomtest(only_a, discordant, 0.5).pvalue) if discordant else 1.0,
+            "chi2": float(stat), "chi2_p_value": float(chi2.sf(stat, 1)) if discordant else 1.0,
+            "method": "exact binomial (two-sided) on discordant questions"}
+
+
+def _predictions(path: str | Path) -> tuple[dict[str, Any], dict[str, bool]]:
+    """(results.json, question id -> hit) of an evaluation folder, its results.json or its predictions.jsonl."""
+    path = Path(path)
+    folder = path if path.is_dir() else path.parent
+    predictions = folder / "predictions.jsonl"
+    if not predictions.is_file():
+        raise FileNotFoundError(f"{predictions} not found: give the --out folder of a `reqap evaluate` run (or "
+                                "its results.json)")
+    results_file = folder / "results.json"
+    results = json.loads(results_file.read_text(encoding="utf-8")) if results_file.is_file() else {}
+    hits = {}
+    for n, line in enumerate(predictions.read_text(encoding="utf-8").splitlines(), start=1):
+        if line.strip():
+            record = json.loads(line)
+            if "id" not in record or "hit" not in record:
+                raise ValueError(f"{predictions} line {n}: no 'id'/'hit' (not written by `reqap evaluate`)")
+            hits[str(record["id"])] = bool(record["hit"])
+    return results, hits
+
+
+def compare_runs(run_a: str | Path, run_b: str | Path) -> dict[str, Any]:
+    """McNemar's test between two ``reqap evaluate`` runs, paired by question id (questions of one run only
+    are left out and counted)."""
+    results_a, hits_a = _predictions(run_a)
+    results_b, hits_b = _predictions(run_b)
+    shared = sorted(set(hits_a) & set(hits_b))
+    if not shared:
+        raise ValueError(f"{run_a} and {run_b} share no question ids: were they run on the same split?")
+
+    def name(results: dict[str, Any], run: str | Path) -> str:
+        components = results.get("components") or {}
+        return f"{'ORACLE ' if components.get('oracle') else ''}{results.get('system', Path(run).name)}"
+
+    test = mcnemar([hits_a[i] for i in shared], [hits_b[i] for i in shared])
+    return {"a": {"run": str(run_a), "system": name(results_a, run_a),
+                  "hit@1": sum(hits_a[i] for i in shared) / len(shared)},
+            "b": {"run": str(run_b), "system": name(results_b, run_b),
+                  "hit@1": sum(hits_b[i] for i in shared) / len(shared)},
+            "only_in_one_run": len(set(hits_a) ^ set(hits_b)), **test}
+
+
+def format_comparison(comparison: dict[str, Any]) -> str:
+    """The printed McNemar table of :func:`compare_runs`."""
+    from convohub.hub import markdown_table
+
+    a, b = comparison["a"], comparison["b"]
+    rows = [[f"A: {a['system']}", a["hit@1"]], [f"B: {b['system']}", b["hit@1"]]]
+    return "\n\n".join([
+        f"McNemar's test on {comparison['n']} shared questions ({comparison['method']})",
+        markdown_table(["run", "Hit@1"], rows),
+        markdown_table(["both hit", "only A", "only B", "neither", "p-value", "chi2 (corrected)", "chi2 p-value"],
+                       [[comparison["both"], comparison["only_a"], comparison["only_b"], comparison["neither"],
+                         comparison["p_value"], comparison["chi2"], comparison["chi2_p_value"]]])])
