@@ -28,8 +28,13 @@ _NUMBER = re.compile(r"[-+]?(?:\d{1,3}(?:,\d{3})+|\d+)(?:\.\d+)?|[-+]?\.\d+")
 
 
 def is_null(value: Any) -> bool:
-    return value is None or (isinstance(value, str) and value.strip().lower() in _NULLS) or (
-        isinstance(value, float) and math.isnan(value))
+    """None, NaN, or a string that says nothing ("", "null", "None", " n/a ")."""
+    if value is None:
+        return True
+    kind = type(value)
+    if kind is str:
+        return len(value) < 16 and value.strip().lower() in _NULLS
+    return kind is float and math.isnan(value)
 
 
 def _number(value: Any) -> float | None:
@@ -90,6 +95,11 @@ def convert(value: Any, type_name: str | None) -> Any:
         return None
     if type_name is None:
         return value
+    kind = type(value)  # already of the requested type: nothing to convert (typed spans, lists)
+    if (kind is date and type_name == "date.fromisoformat") or (kind is time and type_name == "time.fromisoformat") \
+            or (kind is datetime and type_name in ("datetime.fromisoformat", "datetime.fromtimestamp")) \
+            or (kind is str and type_name == "str") or (kind is list and type_name == "list"):
+        return value  # shared, not copied: no whitelisted method mutates a value
     try:
         if type_name in ("float", "int"):
             n = _number(value)

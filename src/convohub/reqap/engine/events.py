@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import bisect
 import json
+import operator
 from collections.abc import Iterable, Sequence
 from datetime import date, datetime, time
 from pathlib import Path
@@ -110,8 +111,7 @@ def typed_event(event: dict[str, Any]) -> dict[str, Any] | None:
     return out
 
 
-def _is_structured(e: dict[str, Any]) -> bool:
-    return e.get("source") in STRUCTURED_SOURCES
+_START_AND_ID = operator.itemgetter("start_datetime", "id")
 
 
 def _merge(base: dict[str, Any], others: list[dict[str, Any]]) -> dict[str, Any]:
@@ -131,8 +131,11 @@ def deduplicate(events: Sequence[dict[str, Any]]) -> list[dict[str, Any]]:
     that overlap no structured event are merged among themselves by transitive overlap, keeping the one
     with the tightest span as base. Output is sorted by start, then id.
     """
-    structured = sorted((e for e in events if _is_structured(e)), key=lambda e: (e["start_datetime"], e["id"]))
-    others = [e for e in events if not _is_structured(e)]
+    structured: list[dict[str, Any]] = []
+    others: list[dict[str, Any]] = []
+    for e in events:
+        (structured if e.get("source") in STRUCTURED_SOURCES else others).append(e)
+    structured.sort(key=_START_AND_ID)
     if not others:  # nothing to merge (every stream/purchase/workout question): already in output order
         return structured
     starts = [e["start_datetime"] for e in structured]
@@ -170,7 +173,7 @@ def deduplicate(events: Sequence[dict[str, Any]]) -> list[dict[str, Any]]:
             out.append(_merge(base, rest) if rest else base)
         if e is not None:
             cluster, cluster_end = [e], e["end_datetime"]
-    out.sort(key=lambda e: (e["start_datetime"], e["id"]))
+    out.sort(key=_START_AND_ID)
     return out
 
 
@@ -206,6 +209,21 @@ class EventStore:
 
     def __len__(self) -> int:
         return len(self.events)
+
+    def typed_many(self, event_ids: Iterable[str]) -> list[dict[str, Any]]:
+        """The typed events of ``event_ids`` in order, each once; unknown ids and events without a start date
+        are left out."""
+        cache, by_id = self._typed, self.by_id
+        seen: set[str] = set()
+        out = []
+        for i in event_ids:
+            if i in seen or i not in by_id:
+                continue
+            seen.add(i)
+            e = cache[i] if i in cache else self.typed(i)
+            if e is not None:
+                out.append(e)
+        return out
 
     def typed(self, event_id: str) -> dict[str, Any] | None:
         """The typed event (see :func:`typed_event`), None when it has no start date."""

@@ -139,6 +139,13 @@ class Function:
     form: str = "lambda"  # "lambda" | "name" | "string"
     subtrees: tuple[Any, ...] = ()
     text: str = ""  # original condition text for form "string"
+    #: ``id``s of the body's largest subexpressions that use none of the function's names (``date.today() -
+    #: relativedelta(months=1)``): the same for every item, so the evaluator computes each once per question
+    invariant: frozenset[int] = field(default_factory=frozenset)
+
+    def __post_init__(self) -> None:
+        if self.body is not None and not self.invariant:
+            object.__setattr__(self, "invariant", invariant_nodes(self.body, self.params))
 
     def render(self, render_subtree: Callable[[Any], str]) -> str:
         """Source text in the tree notation; nested subtrees are rendered by ``render_subtree``."""
@@ -152,7 +159,7 @@ class Function:
 
     def with_subtrees(self, subtrees: tuple[Any, ...]) -> Function:
         """The same function with its nested subtrees replaced (placeholder substitution)."""
-        return Function(self.params, self.body, self.builtin, self.form, subtrees, self.text)
+        return Function(self.params, self.body, self.builtin, self.form, subtrees, self.text, self.invariant)
 
 
 def _quote(text: str) -> str:
@@ -473,6 +480,52 @@ class _Checker:
             elt = self.expr(node.elt, inner, depth)  # type: ignore[attr-defined]
             new = type(node)(elt, new_gens)
         return ast.copy_location(new, node)
+
+
+#: Node types worth computing once (leaves cost less to evaluate than to look up).
+_COMPOUND = (ast.Call, ast.BinOp, ast.Attribute, ast.Subscript, ast.Compare, ast.BoolOp, ast.IfExp, ast.UnaryOp,
+             ast.JoinedStr, ast.List, ast.Tuple, ast.Set, ast.Dict)
+
+
+def invariant_nodes(body: ast.expr, params: tuple[str, ...] = ()) -> frozenset[int]:
+    """``id``s of the largest compound subexpressions of a checked body that read no bound name.
+
+    Every name in a checked body is a function or namespace (``len``, ``date``) or a name the function binds
+    (its parameters, comprehension targets); a subexpression without the latter -- and without lambdas or
+    comprehensions, which bind names -- has the same value for every item, because every whitelisted
+    callable is pure and ``date.today()`` is the question's reference date.
+    """
+    found: set[int] = set()
+
+    def visit(node: ast.AST) -> bool:
+        """Whether ``node`` is invariant; records the largest invariant compound nodes below a variant one."""
+        if isinstance(node, ast.Name):
+            return isinstance(getattr(node, "_role", None), str)  # set below for function/namespace names
+        if isinstance(node, (ast.Lambda, ast.ListComp, ast.SetComp, ast.DictComp, ast.GeneratorExp)):
+            for child in ast.iter_child_nodes(node):
+                visit(child)
+            return False
+        children = list(ast.iter_child_nodes(node))
+        flags = [visit(c) for c in children]
+        if all(flags):
+            return True
+        for child, flag in zip(children, flags, strict=True):
+            if flag and isinstance(child, _COMPOUND):
+                found.add(id(child))
+        return False
+
+    bound = set(params) | {a.arg for n in ast.walk(body) if isinstance(n, ast.Lambda) for a in n.args.args}
+    bound |= {t.id for n in ast.walk(body) if isinstance(n, ast.comprehension) for t in ast.walk(n.target)
+              if isinstance(t, ast.Name)}
+    for node in ast.walk(body):  # function and namespace names are not values: mark them invariant
+        if isinstance(node, ast.Call) and isinstance(node.func, ast.Name) and node.func.id in FUNCTIONS:
+            node.func._role = "function"  # type: ignore[attr-defined]
+        elif isinstance(node, ast.Attribute) and isinstance(node.value, ast.Name) and node.value.id in NAMESPACES \
+                and node.value.id not in bound:
+            node.value._role = "namespace"  # type: ignore[attr-defined]
+    if visit(body) and isinstance(body, _COMPOUND):
+        found.add(id(body))
+    return frozenset(found)
 
 
 def _is_const_arith(node: ast.AST) -> bool:

@@ -111,6 +111,8 @@ _TYPE_ATTRS: tuple[tuple[type | tuple[type, ...], frozenset[str]], ...] = (
     (RelativeDelta, frozenset({"years", "months", "weeks", "days", "hours", "minutes", "seconds"})),
 )
 _SAFE_SCALARS = (str, int, float, bool, type(None), date, time, timedelta)
+#: :data:`_TYPE_ATTRS` by exact type (the common case; subclasses go through the tuple)
+_ATTRS_BY_TYPE: dict[type, frozenset[str]] = {t: names for t, names in _TYPE_ATTRS if isinstance(t, type)}
 
 
 def _relativedelta(*args: Any, **kw: Any) -> Any:
@@ -140,6 +142,7 @@ class Evaluator:
         self.max_alloc = max_alloc
         self.allocated = 0
         self._steps = 0
+        self._invariants: dict[int, Any] = {}  # value of each invariant subexpression (see Function.invariant)
 
     # -- public ----------------------------------------------------------------------------------
     def call(self, fn: Function, *args: Any) -> Any:
@@ -147,10 +150,12 @@ class Evaluator:
         try:
             if fn.builtin is not None:
                 return self._call_function(fn.builtin, list(args), {})
-            if len(args) != len(fn.params):
-                raise ExpressionError(f"function expects {len(fn.params)} argument(s), got {len(args)}")
+            params = fn.params
+            if len(args) != len(params):
+                raise ExpressionError(f"function expects {len(params)} argument(s), got {len(args)}")
             assert fn.body is not None
-            return self._evaluate(fn.body, dict(zip(fn.params, args, strict=False)), fn)
+            env = {params[0]: args[0]} if len(params) == 1 else dict(zip(params, args, strict=True))
+            return self._evaluate(fn.body, env, fn)
         except (ExpressionError, ResourceLimitError, BudgetExceeded):
             raise
         except RecursionError as err:
@@ -232,6 +237,12 @@ class Evaluator:
         self._steps += 1
         if self._steps % _CHECK_EVERY == 0:
             self.check_deadline()
+        if fn.invariant and id(node) in fn.invariant:  # the same for every item: computed once per question
+            memo = self._invariants
+            key = id(node)
+            if key not in memo:
+                memo[key] = _HANDLERS[type(node)](self, node, env, fn)
+            return memo[key]
         handler = _HANDLERS.get(type(node))
         if handler is None:  # the checker guarantees this cannot happen; refuse rather than guess
             raise ResourceLimitError(f"unexpected node {type(node).__name__}")
@@ -249,7 +260,8 @@ class Evaluator:
         return self.run_subtree(fn.subtrees[node.index])
 
     def _node_Subscript(self, node: ast.Subscript, env: dict[str, Any], fn: Function) -> Any:  # noqa: N802
-        value = self._evaluate(node.value, env, fn)
+        target = node.value  # attr["key"]: the receiver is nearly always the lambda's argument
+        value = env[target.id] if type(target) is ast.Name else self._evaluate(target, env, fn)
         if isinstance(node.slice, ast.Slice):
             if not isinstance(value, (list, tuple, str)):
                 raise ExpressionError(f"cannot slice {type(value).__name__}")
@@ -272,7 +284,10 @@ class Evaluator:
 
     def _node_Attribute(self, node: ast.Attribute, env: dict[str, Any], fn: Function) -> Any:  # noqa: N802
         value = self._evaluate(node.value, env, fn)
-        for types, names in _TYPE_ATTRS:
+        names = _ATTRS_BY_TYPE.get(type(value))
+        if names is not None and node.attr in names:
+            return getattr(value, node.attr)
+        for types, names in _TYPE_ATTRS:  # subclasses
             if isinstance(value, types) and node.attr in names:
                 return getattr(value, node.attr)
         raise ExpressionError(f"{type(value).__name__} has no attribute {node.attr!r} here")
@@ -318,6 +333,10 @@ class Evaluator:
 
     def _node_Compare(self, node: ast.Compare, env: dict[str, Any], fn: Function) -> Any:  # noqa: N802
         left = self._evaluate(node.left, env, fn)
+        if len(node.ops) == 1:  # the common case: one comparison, often against a literal
+            comp = node.comparators[0]
+            right = comp.value if type(comp) is ast.Constant else self._evaluate(comp, env, fn)
+            return _CMPOPS[type(node.ops[0])](left, right)
         for op, comp in zip(node.ops, node.comparators, strict=False):
             right = self._evaluate(comp, env, fn)
             if not _CMPOPS[type(op)](left, right):

@@ -62,15 +62,7 @@ def retrieve(ctx: OperatorContext, query: str, l: list[Any] | None = None) -> li
         wanted = set(ids)
         return [e for e in _items(l, "RETRIEVE") if isinstance(e, dict)
                 and (e.get("id") in wanted or any(i in wanted for i in e.get("merged_ids", ())))]
-    seen: set[str] = set()
-    events = []
-    for i in ids:
-        if i in seen or i not in ctx.store.by_id:
-            continue
-        seen.add(i)
-        e = ctx.store.typed(i)
-        if e is not None:
-            events.append(e)
+    events = ctx.store.typed_many(ids)
     return deduplicate(events) if ctx.dedup else events
 
 
@@ -88,11 +80,24 @@ def extract(ctx: OperatorContext, l: list[Any], attr_names: tuple[str, ...],  # 
     columns = [[convert(v, t) for v in ctx.extractor.extract(events, name)]
                for name, t in zip(attr_names, types, strict=True)]
     out = []
+    # an event that already holds the exact values (EXTRACT of a typed span, of an existing key) is passed
+    # on as it is; otherwise a copy gets them (inputs are shared through the subtree cache)
+    if len(attr_names) == 1:
+        name = attr_names[0]
+        for e, v in zip(events, columns[0], strict=True):
+            if v is not None:
+                out.append(e if e.get(name) is v else {**e, name: v})
+        return out
     for n, e in enumerate(events):
         values = [c[n] for c in columns]
-        if any(v is None for v in values):
+        if None in values:  # extracted values are None, strings, numbers, dates, lists: == is plain
             continue
-        out.append({**e, **dict(zip(attr_names, values, strict=False))})
+        same = True
+        for k, v in zip(attr_names, values, strict=True):
+            if e.get(k) is not v:
+                same = False
+                break
+        out.append(e if same else {**e, **dict(zip(attr_names, values, strict=True))})
     return out
 
 
