@@ -246,6 +246,29 @@ def test_distillation_keeps_the_best_trees_and_counts_failures(dataset_dir) -> N
     assert pairs == [] and stats["no_tree"] == 3 and stats["decomposer_stats"]["rejected"] == 3
 
 
+def test_distill_cli_writes_pairs_from_the_teacher(dataset_dir, tmp_path, monkeypatch, capsys) -> None:
+    import convohub.llm
+    from convohub.cli import main
+    from convohub.reqap.data.gold import decompose, gold_tree
+
+    steps = {}
+    for q in [q for q in load_questions(dataset_dir, "train") if gold_tree(q)][:3]:
+        steps.update(decompose(gold_tree(q), q))
+    teacher = Scripted(lambda q, i: steps.get(q, "garbage("))
+    monkeypatch.setattr(convohub.llm, "make_backend", lambda spec, **kw: teacher)
+    out = tmp_path / "pairs.jsonl"
+    assert main(["reqap", "distill", "--dataset", str(dataset_dir), "--out", str(out), "--splits", "train",
+                 "--llm", "scripted", "--options", "1", "--max-questions", "3"]) == 0
+    printed = capsys.readouterr().out
+    assert "3 questions: kept {'kept_hit': 3}" in printed and teacher.requests
+    pairs = read_pairs(out)
+    assert pairs and all(p.source == "icl:hit" for p in pairs)
+    assert json.loads(out.with_name("pairs.jsonl.stats.json").read_text())["kept_hit"] == 3
+    monkeypatch.delenv("CONVOHUB_LLM_BASE_URL", raising=False)
+    assert main(["reqap", "distill", "--dataset", str(dataset_dir), "--out", str(out)]) == 2
+    assert "--llm smollm2" in capsys.readouterr().err
+
+
 # -- a real served model --------------------------------------------------------------------------------------
 @pytest.mark.server
 def test_icl_decomposer_against_transformers_serve(served: tuple[str, str], examples) -> None:

@@ -11,6 +11,9 @@
   failed questions (a memory bomb included) are recorded as failed runs, and with ``--fail-on-error`` the
   exit status is 1 when any question failed.
 
+* ``distill``: QUD step pairs from a teacher LLM (in-context QUD, trees kept when their answer is right),
+  for ``training/reqap_qud --pairs_path``. Exit 0, 1 when no pair was kept, 2 for a usage error.
+
 ``execute`` and ``evaluate`` run each tree/question in a worker process (:mod:`convohub.reqap.engine.worker`)
 with an OS address-space limit (``--worker-memory`` MiB over the worker's own baseline) and a hard time
 limit (``--worker-timeout``), so a tree that escapes the engine's own budgets ends that question only;
@@ -32,7 +35,7 @@ from typing import Any
 
 from convohub.reqap.release.models import DEFAULT_HUB
 
-__all__ = ["add_cli", "render_tree", "run_ask", "run_evaluate", "run_execute"]
+__all__ = ["add_cli", "render_tree", "run_ask", "run_distill", "run_evaluate", "run_execute"]
 
 _EXAMPLE = ('APPLY(l=FILTER(l=RETRIEVE(query="running workouts"), '
             'filter=lambda attr: attr["workout_type"] == "running"), fct=len)')
@@ -59,6 +62,7 @@ def add_cli(subparsers: Any) -> argparse.ArgumentParser:
     ex.set_defaults(handler=run_execute)
     _add_ask(sub)
     _add_evaluate(sub)
+    _add_distill(sub)
     reqap.set_defaults(handler=lambda args: (reqap.print_help(), 2)[1])
     return reqap
 
@@ -213,6 +217,56 @@ def _resolve(args: argparse.Namespace) -> str | None:
         if kind in used and getattr(args, kind) is None:
             setattr(args, kind, spec)
     return f"{release.source} (profile {release.profile})"
+
+
+def _add_distill(sub: Any) -> None:
+    p = sub.add_parser("distill", help="QUD training pairs distilled from an LLM (the paper's path)",
+                       description="In-context QUD with a teacher LLM over the train/dev questions; each question's "
+                                   "candidate trees are executed (BM25 + key lookup) and the trees whose answer "
+                                   "matches the gold answer are kept (else within 10%%, then 20%%, then any tree "
+                                   "that ran); one training pair per decomposition step, de-duplicated. The JSONL "
+                                   "feeds training/reqap_qud (--pairs_path); counts go to OUT.stats.json.")
+    p.add_argument("--dataset", type=Path, required=True, help="built PerQA dataset folder")
+    p.add_argument("--out", type=Path, required=True, help="JSONL of step pairs to write")
+    p.add_argument("--splits", nargs="+", default=["train", "dev"], help="question splits (default: %(default)s)")
+    p.add_argument("--llm", metavar="SPEC", help="teacher LLM: endpoint:URL#MODEL, URL#MODEL, local:PATH or smollm2 "
+                   "(the offline local model) (default: $CONVOHUB_LLM_BASE_URL)")
+    p.add_argument("--llm-model", help="model name for an endpoint spec without #MODEL ($CONVOHUB_LLM_MODEL)")
+    p.add_argument("--llm-cache", type=Path, help="response cache folder ($CONVOHUB_LLM_CACHE_DIR)")
+    p.add_argument("--options", type=int, default=3, help="alternatives sampled per step (default: %(default)s)")
+    p.add_argument("--max-trees", type=int, default=20, help="candidate trees executed per question (default: "
+                   "%(default)s)")
+    p.add_argument("--max-questions", type=int, help="at most N questions (default: all)")
+    p.add_argument("--time-budget", type=float, default=60.0, help="seconds per tree (default: %(default)s)")
+    p.set_defaults(handler=run_distill)
+
+
+def run_distill(args: argparse.Namespace) -> int:
+    """Handler of ``reqap distill``."""
+    from convohub.llm import backend_from_env, make_backend
+    from convohub.reqap.components.qud import ICLDecomposer
+    from convohub.reqap.data.qud import distill_pairs, write_pairs
+
+    try:
+        if args.llm:
+            backend = make_backend(args.llm, model=args.llm_model, cache_dir=args.llm_cache)
+        else:
+            backend = backend_from_env(**({"cache_dir": args.llm_cache} if args.llm_cache else {}))
+        if backend is None:
+            raise ValueError("reqap distill needs a teacher LLM: --llm endpoint:URL#MODEL (or CONVOHUB_LLM_BASE_URL), "
+                             "or --llm smollm2 for the offline local model")
+        decomposer = ICLDecomposer(backend, n_options=args.options)
+        pairs, stats = distill_pairs(decomposer, args.dataset, tuple(args.splits), max_questions=args.max_questions,
+                                     max_trees_per_question=args.max_trees, time_budget=args.time_budget)
+    except (ValueError, FileNotFoundError, KeyError) as err:
+        print(f"error: {err}", file=sys.stderr)
+        return 2
+    path = write_pairs(pairs, args.out, stats)
+    kept = {k: v for k, v in stats.items() if k.startswith("kept_")}
+    print(f"{stats.get('questions', 0)} questions: kept {kept or 'none'}, no tree {stats.get('no_tree', 0)}, "
+          f"no tree ran {stats.get('no_tree_ran', 0)}; {len(pairs)} step pairs -> {path} (teacher: "
+          f"{getattr(backend, 'name', type(backend).__name__)})")
+    return 0 if pairs else 1
 
 
 def _system_options(args: argparse.Namespace) -> dict[str, Any]:
