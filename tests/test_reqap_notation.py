@@ -328,3 +328,23 @@ def test_widened_functions_are_bounded_at_run_time(fct: str, error: str, store: 
     tree = f'APPLY(l=RETRIEVE(query="I went running"), fct={fct})'
     run = Executor(store, OracleRetriever(ORACLE), time_budget=20).execute(tree)
     assert run.error is not None and run.error.split(":")[0] in error.split("|"), run.error
+
+
+def test_invariant_subexpressions_are_computed_once_and_bound_names_never(store: EventStore) -> None:
+    """What reads no bound name is computed once per question; a parameter named like a namespace is bound."""
+    import ast
+
+    from convohub.reqap.engine.interpreter import Evaluator
+
+    node = parse_tree('FILTER(l=RETRIEVE(query="I went running"), filter=lambda attr: attr["start_date"] >= '
+                      '(date.today() - relativedelta(months=1)).replace(day=1))')
+    fn = node.args["filter"]
+    assert [ast.unparse(n) for n in ast.walk(fn.body) if id(n) in fn.invariant] == [
+        "(date.today() - relativedelta(months=1)).replace(day=1)"]
+    evaluator = Evaluator(date(2024, 11, 25))
+    kept = [e for e in Executor(store, OracleRetriever(ORACLE)).execute(
+        'EXTRACT(l=RETRIEVE(query="I went running"), attr_names=["start_date"])').raw if evaluator.call(fn, e)]
+    assert sorted(e["id"] for e in kept) == ["w1", "w3", "w5"] and len(evaluator._invariants) == 1
+    shadow = parse_tree('FILTER(l=RETRIEVE(query="x"), filter=lambda json: json.get("n") > len([1]))').args["filter"]
+    assert [ast.unparse(n) for n in ast.walk(shadow.body) if id(n) in shadow.invariant] == ["len([1])"]
+    assert [Evaluator(date(2024, 11, 25)).call(shadow, {"n": n}) for n in (0, 2)] == [False, True]
