@@ -24,6 +24,7 @@ CEILING_MB = 1024
 SONGS = 'FILTER(l=RETRIEVE(query="x"), filter=lambda attr: attr["event_type"] == "music_stream")'
 ALL = 'RETRIEVE(query="x")'
 
+
 def _squarings(levels: int) -> str:
     """``[x * x for x in [x * x for x in ... [2 ** 999] * 3]]``: each level doubles the integers' bits."""
     inner = "[2 ** 999] * 3"

@@ -57,10 +57,14 @@ def _persona(persona_id: str) -> Any:
     from convohub.reqap.data.perqa import load_persona
 
     store, questions, _ = load_persona(_dataset(), persona_id, canonical=False)
-    decomposer = _system().decomposer
+    decomposer, extractor = _system().decomposer, _system().extractor
     if hasattr(decomposer, "add"):
         for q in questions:
             decomposer.add(q)
+    if hasattr(extractor, "use_persona"):  # the trained EXTRACT model reads the persona's names
+        from convohub.reqap.data.perqa import persona_record
+
+        extractor.use_persona(persona_record(_dataset(), persona_id))
     return store
 
 

@@ -230,6 +230,11 @@ def build_system(system: str, *, dataset: Path, decomposer: str | None, retrieve
         if hasattr(found, "add"):
             for q in questions:
                 found.add(q)
+        extractor = getattr(answerer, "extractor", None)
+        if hasattr(extractor, "use_persona"):
+            from convohub.reqap.data.perqa import persona_record
+
+            extractor.use_persona(persona_record(dataset, pid))
         oracle = getattr(answerer, "retriever", None)
         if isinstance(oracle, PersonaOracleRetriever):
             from convohub.reqap.data.perqa import load_persona

@@ -66,18 +66,24 @@ class DirectExtractor:
 
 
 class FrozenMappingExtractor:
-    """Applies the frozen-mapping rule around a per-event extraction function (e.g. a seq2seq model).
+    """Applies the frozen-mapping rule around a (slow) extraction function, e.g. a seq2seq model.
 
-    ``extract_one(event, key) -> value or None``. For every (source, key) the first ``window`` answers are
-    compared with the event's own values; if at least ``share`` of them equal the value of one event key
-    K, the mapping freezes and later events of that source read K directly (no model call).
+    ``extract_many(events, key) -> values`` answers a batch (``extract_one(event, key)`` one event; give
+    either). For every (source, key) the first ``window`` answers are compared with the event's own values;
+    if at least ``share`` of them equal the value of one event key K, the mapping freezes and later events
+    of that source read K directly (no model call). Batches are cut at the window's end, so the events the
+    model answers are exactly those it would answer one at a time.
     """
 
-    def __init__(self, extract_one: Callable[[dict[str, Any], str], Any], *, window: int = 50,
-                 share: float = 0.7) -> None:
-        self.extract_one = extract_one
+    def __init__(self, extract_one: Callable[[dict[str, Any], str], Any] | None = None, *,
+                 extract_many: Callable[[Sequence[dict[str, Any]], str], list[Any]] | None = None,
+                 window: int = 50, share: float = 0.7, batch_size: int = 32) -> None:
+        if (extract_one is None) == (extract_many is None):
+            raise ValueError("give extract_one or extract_many")
+        self.extract_many = extract_many or (lambda events, key: [extract_one(e, key) for e in events])
         self.window = window
         self.share = share
+        self.batch_size = batch_size
         self.seen: dict[tuple[str, str], list[str | None]] = {}
         self.frozen: dict[tuple[str, str], str | None] = {}
         self.model_calls = 0
@@ -93,25 +99,45 @@ class FrozenMappingExtractor:
                 return k
         return None
 
+    def _record(self, group: tuple[str, str], event: dict[str, Any], value: Any) -> None:
+        seen = self.seen.setdefault(group, [])
+        if len(seen) < self.window:
+            seen.append(self._matching_key(event, value))
+            if len(seen) == self.window:
+                top, n = Counter(seen).most_common(1)[0]
+                if top is not None and n >= self.share * self.window:
+                    self.frozen[group] = top
+
     def extract(self, events: Sequence[dict[str, Any]], key: str) -> list[Any]:
-        out = []
-        for e in events:
+        out: list[Any] = [None] * len(events)
+        pending: list[int] = []  # events for the model, answered in one batch
+
+        def flush() -> None:
+            values = self.extract_many([events[i] for i in pending], key)
+            self.model_calls += len(pending)
+            for i, value in zip(pending, values, strict=True):
+                out[i] = value
+                self._record((str(events[i].get("source")), key), events[i], value)
+            pending.clear()
+
+        for n, e in enumerate(events):
             group = (str(e.get("source")), key)
+            if group not in self.frozen and pending:
+                undecided = len(self.seen.get(group, [])) + sum(
+                    1 for i in pending if (str(events[i].get("source")), key) == group)
+                if undecided >= self.window:  # the window of this group closes: decide before going on
+                    flush()
             frozen_key = self.frozen.get(group)
             if frozen_key is not None:
-                out.append(e.get(frozen_key))
+                out[n] = e.get(frozen_key)
                 continue
-            value = self.extract_one(e, key)
-            self.model_calls += 1
-            out.append(value)
-            seen = self.seen.setdefault(group, [])
-            if len(seen) < self.window:
-                seen.append(self._matching_key(e, value))
-                if len(seen) == self.window:
-                    top, n = Counter(seen).most_common(1)[0]
-                    if top is not None and n >= self.share * self.window:
-                        self.frozen[group] = top
+            pending.append(n)
+            if len(pending) >= self.batch_size:
+                flush()
+        if pending:
+            flush()
         return out
+
 
 NULL = "null"
 
@@ -212,6 +238,7 @@ def generate_values(model: Any, tokenizer: Any, inputs: Sequence[str], *, batch_
         out += [normalise(t) for t in tokenizer.batch_decode(ids, skip_special_tokens=True)]
     return out
 
+
 #: Engine-side keys the model never saw in training (identifiers, typed spans, bookkeeping).
 _SKIP = frozenset({"id", "structured_event_id", "event_type", "source", "merged_ids", "start_datetime",
                    "end_datetime", "properties_mentioned"})
@@ -234,10 +261,12 @@ def model_attributes(event: dict[str, Any]) -> dict[str, Any]:
 
 
 class ModelExtractor:
-    """Extractor backed by a trained EXTRACT model folder (greedy decoding, ``null`` -> None)."""
+    """Extractor backed by a trained EXTRACT model folder: greedy decoding in batches behind the
+    frozen-mapping rule, ``null`` -> None; with :meth:`use_persona` the inputs carry the persona's names
+    (as training did when its pairs had them, see ``PairConfig.with_persona_names``)."""
 
     def __init__(self, model_dir: str | Path, *, max_source_length: int = 512, max_new_tokens: int = 64,
-                 window: int = 50, share: float = 0.7) -> None:
+                 window: int = 50, share: float = 0.7, batch_size: int = 32) -> None:
         from transformers import AutoModelForSeq2SeqLM, AutoTokenizer
 
         self.model_dir = Path(model_dir)
@@ -248,18 +277,27 @@ class ModelExtractor:
         self.model = AutoModelForSeq2SeqLM.from_pretrained(self.model_dir)
         self.max_source_length = max_source_length
         self.max_new_tokens = max_new_tokens
-        self._frozen = FrozenMappingExtractor(self._extract_one, window=window, share=share)
+        self.batch_size = batch_size
+        self.names = ""
+        saved = self.model_dir / "training_args.json"  # names go in only if training put them in
+        self.with_names = saved.is_file() and bool(
+            json.loads(saved.read_text(encoding="utf-8")).get("script", {}).get("with_persona_names"))
+        self._frozen = FrozenMappingExtractor(extract_many=self._extract_many, window=window, share=share,
+                                              batch_size=batch_size)
 
     @property
     def model_calls(self) -> int:
         return self._frozen.model_calls
 
-    def _extract_one(self, event: dict[str, Any], key: str) -> Any:
+    def use_persona(self, persona: Mapping[str, Any] | None) -> None:
+        """Pass the persona's names (me, relatives, friends, pets) with every input from now on."""
+        self.names = persona_names(persona) if persona and self.with_names else ""
 
-        [value] = generate_values(self.model, self.tokenizer, [extraction_input(key, model_attributes(event))],
-                                  batch_size=1, max_source_length=self.max_source_length,
-                                  max_new_tokens=self.max_new_tokens)
-        return None if value.strip().lower() in ("", "null", "none") else value
+    def _extract_many(self, events: Sequence[dict[str, Any]], key: str) -> list[Any]:
+        inputs = [extraction_input(key, model_attributes(e), self.names) for e in events]
+        values = generate_values(self.model, self.tokenizer, inputs, batch_size=self.batch_size,
+                                 max_source_length=self.max_source_length, max_new_tokens=self.max_new_tokens)
+        return [None if v.strip().lower() in ("", "null", "none") else v for v in values]
 
     def extract(self, events: Sequence[dict[str, Any]], key: str) -> list[Any]:
         return self._frozen.extract(events, key)

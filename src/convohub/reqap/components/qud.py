@@ -75,6 +75,7 @@ class StaticDecomposer:
     def candidates(self, question: str) -> Iterator[str]:
         yield from self.trees.get(question.strip(), [])
 
+
 #: One ancestor turn: (input sub-question, output operator step in canonical text).
 Turn = tuple[str, str]
 #: The SFT model folder file that records the input/output limits the model was trained with.

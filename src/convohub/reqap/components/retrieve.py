@@ -160,6 +160,7 @@ class AllRetriever:
     def retrieve(self, query: str, store: EventStore) -> list[str]:
         return [e["id"] for e in store.events]
 
+
 #: Class ids of the event cross-encoder (2 classes) and of the pattern cross-encoder (3 classes).
 EVENT_LABELS: dict[int, str] = {0: "irrelevant", 1: "relevant"}
 

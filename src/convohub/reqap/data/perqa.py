@@ -16,7 +16,7 @@ from convohub.reqap.engine.events import EventStore
 if TYPE_CHECKING:  # the worker module is imported only when isolation is asked for
     pass
 
-__all__ = ["load_persona", "load_questions", "persona_ids"]
+__all__ = ["load_persona", "load_questions", "persona_ids", "persona_record"]
 
 
 def persona_ids(dataset_dir: str | Path, split: str) -> list[str]:
@@ -56,3 +56,15 @@ def load_questions(dataset_dir: str | Path, split: str) -> list[dict[str, Any]]:
         r["answers"] = json.loads(r["answers"]) if isinstance(r["answers"], str) else r["answers"]
     return sorted(rows, key=lambda r: (r["persona_id"], int(r["q_id"]) if str(r["q_id"]).isdigit() else 0,
                                        r["id"]))
+
+
+def persona_record(dataset_dir: str | Path, persona_id: str) -> dict[str, Any] | None:
+    """The persona questionnaire of one persona (names of relatives, friends, pets...), None when the folder
+    has no ``personas`` config."""
+    from convohub.perqa.dataset import _load_split_rows
+
+    try:
+        rows = _load_split_rows(Path(dataset_dir), "personas", persona_id)
+    except FileNotFoundError:
+        return None
+    return json.loads(rows[0]["persona"]) if rows else None

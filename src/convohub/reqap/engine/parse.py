@@ -43,6 +43,7 @@ MAX_TREE_CHARS = 100_000
 
 MAX_TREE_DEPTH = 40
 
+
 @dataclass(frozen=True)
 class ArgSpec:
     """One operator argument: its name, kind and whether it must be given."""

@@ -174,6 +174,7 @@ def summarise(results: Mapping[str, Any]) -> str:
     return (f"exact match {results['exact_match']:.4f} on {results['pairs']} pairs "
             f"(null {null:.4f}, values {values:.4f})")
 
+
 DATASET_REPO = "perqa"
 
 

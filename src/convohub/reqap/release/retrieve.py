@@ -240,6 +240,7 @@ def run(task: str, argv: Sequence[str] | None = None) -> dict[str, Any]:
         trainer.push_to_hub()
     return results
 
+
 DATASET_REPO = "perqa"
 
 
