@@ -258,8 +258,14 @@ def test_distill_cli_writes_pairs_from_the_teacher(dataset_dir, tmp_path, monkey
     monkeypatch.setattr(convohub.llm, "make_backend", lambda spec, **kw: teacher)
     out = tmp_path / "pairs.jsonl"
     assert main(["reqap", "distill", "--dataset", str(dataset_dir), "--out", str(out), "--splits", "train",
-                 "--llm", "scripted", "--options", "1", "--max-questions", "3"]) == 0
+                 "--llm", "scripted", "--options", "1", "--max-questions", "3", "--retrieve-out",
+                 str(tmp_path / "retrieve")]) == 0
     printed = capsys.readouterr().out
+    # RETRIEVE examples from the kept trees' calls, gold events from the questions' SQL (no gold-tree oracle)
+    events = [json.loads(line) for line in (tmp_path / "retrieve" / "events.jsonl").read_text().splitlines()]
+    retrieve_stats = json.loads((tmp_path / "retrieve" / "stats.json").read_text())
+    assert retrieve_stats["questions"] == 3 and retrieve_stats.get("calls_used", 0) >= 1, retrieve_stats
+    assert {e["label"] for e in events} == {0, 1} and "RETRIEVE examples:" in printed
     assert "3 questions: kept {'kept_hit': 3}" in printed and teacher.requests
     pairs = read_pairs(out)
     assert pairs and all(p.source == "icl:hit" for p in pairs)
@@ -267,6 +273,21 @@ def test_distill_cli_writes_pairs_from_the_teacher(dataset_dir, tmp_path, monkey
     monkeypatch.delenv("CONVOHUB_LLM_BASE_URL", raising=False)
     assert main(["reqap", "distill", "--dataset", str(dataset_dir), "--out", str(out)]) == 2
     assert "--llm smollm2" in capsys.readouterr().err
+
+
+def test_retrieval_sql_keeps_the_table_and_its_non_temporal_conditions() -> None:
+    import duckdb
+
+    from convohub.reqap.data.sql import retrieval_sql
+
+    con = duckdb.connect()
+    assert retrieval_sql(con, "SELECT COUNT(*) FROM workout WHERE workout_type = 'running' AND "
+                              "YEAR(start_date) = 2023 ORDER BY 1 LIMIT 1") == \
+        "SELECT id FROM workout WHERE (workout_type = 'running')"
+    assert retrieval_sql(con, "SELECT movie_title, COUNT(*) c FROM movie_stream GROUP BY movie_title "
+                              "ORDER BY c DESC LIMIT 1") == "SELECT id FROM movie_stream"
+    assert retrieval_sql(con, "SELECT COUNT(*) FROM workout w JOIN trip t ON w.start_date >= t.start_date") is None
+    assert retrieval_sql(con, "SELECT COUNT(*) FROM workout WHERE id IN (SELECT id FROM workout)") is None
 
 
 # -- a real served model --------------------------------------------------------------------------------------

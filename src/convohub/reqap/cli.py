@@ -238,6 +238,10 @@ def _add_distill(sub: Any) -> None:
                    "%(default)s)")
     p.add_argument("--max-questions", type=int, help="at most N questions (default: all)")
     p.add_argument("--time-budget", type=float, default=60.0, help="seconds per tree (default: %(default)s)")
+    p.add_argument("--retrieve-out", type=Path, metavar="DIR",
+                   help="also write RETRIEVE cross-encoder examples (events.jsonl, patterns.jsonl) from the kept "
+                        "trees' RETRIEVE calls, gold events found by running each question's SQL (simple SQL "
+                        "only) over the canonical tables")
     p.set_defaults(handler=run_distill)
 
 
@@ -256,17 +260,39 @@ def run_distill(args: argparse.Namespace) -> int:
             raise ValueError("reqap distill needs a teacher LLM: --llm endpoint:URL#MODEL (or CONVOHUB_LLM_BASE_URL), "
                              "or --llm smollm2 for the offline local model")
         decomposer = ICLDecomposer(backend, n_options=args.options)
+        kept: dict[str, list[str]] = {}
         pairs, stats = distill_pairs(decomposer, args.dataset, tuple(args.splits), max_questions=args.max_questions,
-                                     max_trees_per_question=args.max_trees, time_budget=args.time_budget)
+                                     max_trees_per_question=args.max_trees, time_budget=args.time_budget,
+                                     kept_trees=kept)
     except (ValueError, FileNotFoundError, KeyError) as err:
         print(f"error: {err}", file=sys.stderr)
         return 2
     path = write_pairs(pairs, args.out, stats)
+    if args.retrieve_out:
+        print(_write_retrieve_examples(args.dataset, tuple(args.splits), kept, args.retrieve_out))
     kept = {k: v for k, v in stats.items() if k.startswith("kept_")}
     print(f"{stats.get('questions', 0)} questions: kept {kept or 'none'}, no tree {stats.get('no_tree', 0)}, "
           f"no tree ran {stats.get('no_tree_ran', 0)}; {len(pairs)} step pairs -> {path} (teacher: "
           f"{getattr(backend, 'name', type(backend).__name__)})")
     return 0 if pairs else 1
+
+
+def _write_retrieve_examples(dataset: Path, splits: tuple[str, ...], kept: dict[str, list[str]], out: Path) -> str:
+    """RETRIEVE examples of the distilled trees (:func:`convohub.reqap.data.retrieve.sql_calls`) as JSONL."""
+    import itertools
+
+    from convohub.hub import atomic_write_text, dump_json
+    from convohub.reqap.data.retrieve import derive, personas_with_questions, sql_calls
+
+    personas = itertools.chain.from_iterable(personas_with_questions(dataset, s) for s in splits)
+    data = derive(personas, calls=sql_calls(kept))
+    for name, examples in (("events", data.events), ("patterns", data.patterns)):
+        atomic_write_text(out / f"{name}.jsonl", "".join(
+            json.dumps({"query": e.query, "text": e.text, "label": e.label, "kind": e.kind}, ensure_ascii=False)
+            + "\n" for e in examples))
+    atomic_write_text(out / "stats.json", dump_json(data.stats))
+    return (f"RETRIEVE examples: {len(data.events)} event, {len(data.patterns)} pattern examples from "
+            f"{data.stats.get('calls_used', 0)} calls -> {out}")
 
 
 def _system_options(args: argparse.Namespace) -> dict[str, Any]:

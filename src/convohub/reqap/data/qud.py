@@ -160,13 +160,15 @@ def _tier(answer: Any, golds: Sequence[Any]) -> int:
 def distill_pairs(decomposer: RecursiveDecomposer, dataset_dir: str | Path,
                   splits: Sequence[str] = ("train", "dev"), *, retriever_factory: Callable[[], Any] | None = None,
                   extractor: Any = None, max_trees_per_question: int = 20, max_kept: int = 1,
-                  max_questions: int | None = None, time_budget: float = 60.0
-                  ) -> tuple[list[StepPair], dict[str, Any]]:
+                  max_questions: int | None = None, time_budget: float = 60.0,
+                  kept_trees: dict[str, list[str]] | None = None) -> tuple[list[StepPair], dict[str, Any]]:
     """The paper's distillation: decompose, execute, keep the best tier's trees, emit their steps.
 
     For each question at most ``max_trees_per_question`` candidates are executed; the trees of the best
     tier reached (:data:`TIERS`) are kept, at most ``max_kept``. ``retriever_factory`` builds one retriever
     (default :class:`~convohub.reqap.components.retrieve.BM25Retriever`); ``extractor`` defaults to lookup.
+    ``kept_trees`` (a dict) receives question id -> kept trees, e.g. for RETRIEVE examples
+    (:func:`convohub.reqap.data.retrieve.sql_calls`).
     """
     from tqdm.auto import tqdm
 
@@ -215,6 +217,8 @@ def distill_pairs(decomposer: RecursiveDecomposer, dataset_dir: str | Path,
         counts[f"kept_{tier}"] += 1
         for _, cand in best:
             pairs += _pairs(cand.steps, f"icl:{tier}")
+        if kept_trees is not None:
+            kept_trees[str(q["id"])] = [cand.tree for _, cand in best]
     out = dedupe(pairs)
     stats = {"source": ICL_SOURCE, "splits": list(splits), **dict(counts), "steps_before_dedupe": len(pairs),
              "pairs": len(out), "decomposer": decomposer.describe(), "decomposer_stats": decomposer.stats.as_dict()}

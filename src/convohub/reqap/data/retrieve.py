@@ -26,7 +26,7 @@ from __future__ import annotations
 import itertools
 import json
 from collections import Counter, defaultdict
-from collections.abc import Iterable, Iterator, Mapping, Sequence
+from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -46,6 +46,7 @@ from convohub.reqap.engine.expr import Function
 from convohub.reqap.engine.parse import OpNode, parse_tree
 
 __all__ = [
+    "gold_tree_calls", "sql_calls",
     "Example", "RetrieveData", "RetrieveDataConfig", "decode_events", "derive", "derive_from_dataset",
     "derive_from_perqa", "pattern_label", "personas_with_questions", "retrieve_queries", "to_rows"
 ]
@@ -174,31 +175,81 @@ def decode_events(rows: Sequence[Mapping[str, Any]]) -> list[dict[str, Any]]:
     return out
 
 
-def derive(personas: Iterable[PersonaInput], config: RetrieveDataConfig | None = None) -> RetrieveData:
-    """Examples of both tasks from ``(persona_id, observable, canonical, questions)`` tuples."""
+#: ``calls(persona_id, observable, canonical, questions, stats) -> {RETRIEVE query: gold event ids}``
+Calls = Callable[[str, list[dict[str, Any]], list[dict[str, Any]], list[dict[str, Any]], Counter[str]],
+                 dict[str, set[str]]]
+
+
+def gold_tree_calls(persona_id: str, observable: list[dict[str, Any]], canonical: list[dict[str, Any]],
+                    questions: list[dict[str, Any]], stats: Counter[str]) -> dict[str, set[str]]:
+    """The RETRIEVE calls of the questions' gold trees, gold events from the oracle (convohub's templates)."""
+    queries: dict[str, None] = {}
+    for q in questions:
+        tree = gold_tree_or_none(q)
+        if tree is None:
+            stats["questions_without_gold_tree"] += 1
+            continue
+        stats["questions"] += 1
+        for query in retrieve_queries(tree):
+            queries.setdefault(query)
+    if not queries:
+        return {}
+    oracle = OracleIndex(observable, decode_events(canonical))
+    return {query: set(oracle.ids(query)) for query in queries}
+
+
+def sql_calls(trees: Mapping[str, Sequence[str]]) -> Calls:
+    """The RETRIEVE calls of kept trees (question id -> trees, e.g. distilled ones), gold events from each
+    question's SQL (:mod:`convohub.reqap.data.sql`): no template or gold tree needed. Only simple SQL, and
+    only trees with one RETRIEVE query (the SQL's table is then that call's source); the rest is counted."""
+    from convohub.perqa.db import connect
+    from convohub.reqap.data.sql import gold_observable_ids
+
+    def calls(persona_id: str, observable: list[dict[str, Any]], canonical: list[dict[str, Any]],
+              questions: list[dict[str, Any]], stats: Counter[str]) -> dict[str, set[str]]:
+        out: dict[str, set[str]] = {}
+        con = None
+        for q in questions:
+            kept = trees.get(str(q["id"]), ())
+            if not kept:
+                continue
+            stats["questions"] += 1
+            queries = {query for tree in kept for query in retrieve_queries(tree)}
+            if len(queries) != 1:
+                stats["questions_skipped_several_retrieve_calls"] += 1
+                continue
+            con = con or connect(decode_events(canonical))
+            gold = gold_observable_ids(con, q["sql_query"], observable)
+            if gold is None:
+                stats["questions_skipped_sql_not_simple"] += 1
+                continue
+            (query,) = queries
+            if query in out and out[query] != gold:
+                stats["calls_with_conflicting_sql_gold"] += 1  # the first question's gold stays
+                continue
+            out[query] = gold
+        return out
+
+    return calls
+
+
+def derive(personas: Iterable[PersonaInput], config: RetrieveDataConfig | None = None,
+           calls: Calls = gold_tree_calls) -> RetrieveData:
+    """Examples of both tasks from ``(persona_id, observable, canonical, questions)`` tuples; ``calls`` names
+    each persona's RETRIEVE calls and their gold events (default: the gold trees and the oracle)."""
     config = config or RetrieveDataConfig()
     events, patterns = _Collector(), _Collector()
     stats: Counter[str] = Counter()
     recalls: list[float] = []
     for persona_id, observable, canonical, questions in personas:
-        queries: dict[str, None] = {}
-        for q in questions:
-            tree = gold_tree_or_none(q)
-            if tree is None:
-                stats["questions_without_gold_tree"] += 1
-                continue
-            stats["questions"] += 1
-            for query in retrieve_queries(tree):
-                queries.setdefault(query)
-        if not queries:
+        gold_of = calls(persona_id, observable, canonical, questions, stats)
+        if not gold_of:
             continue
         store = EventStore.from_records(observable)
-        oracle = OracleIndex(observable, decode_events(canonical))
         first_stage = BM25Retriever(threshold=config.first_stage_threshold)
         index = PatternIndex(store)
-        for query in queries:
+        for query, gold in gold_of.items():
             stats["calls"] += 1
-            gold = set(oracle.ids(query))
             ranked = [i for i, s in first_stage.scores(query, store) if s > config.first_stage_threshold]
             if not gold:
                 stats["calls_skipped_no_gold"] += 1
