@@ -47,6 +47,11 @@ def build_data(root: Path) -> dict[str, Path]:
             "perqa": build_perqa(HubTarget(root / "reqap"), ROOT, data=perqa).resolve()}
 
 
+#: The ReQAP Space's stand-ins, named (its default is the trained chain of a release, which tests do not build;
+#: the page then says ORACLE).
+REQAP_STAND_INS = {"CONVOHUB_DECOMPOSER": "gold", "CONVOHUB_RETRIEVER": "bm25", "CONVOHUB_EXTRACTOR": "lookup"}
+
+
 def space_apps(data: dict[str, Path]) -> list[SpaceApp]:
     """The three system Spaces and every metric Space, each with the call its first button makes."""
     from convohub.wildfeedback.space import EXAMPLE
@@ -56,7 +61,8 @@ def space_apps(data: dict[str, Path]) -> list[SpaceApp]:
         SpaceApp("corpus", ROOT / "spaces" / "corpus" / "app.py",
                  {"CONVOHUB_DATASET": str(data["wildchat-sample"]), "CONVOHUB_MODEL": tiny},
                  "/browse", ("(all)", "(all)")),
-        SpaceApp("reqap", ROOT / "spaces" / "reqap" / "app.py", {"CONVOHUB_DATASET": str(data["perqa"])},
+        SpaceApp("reqap", ROOT / "spaces" / "reqap" / "app.py",
+                 {"CONVOHUB_DATASET": str(data["perqa"]), **REQAP_STAND_INS},
                  "/answer", ("test_persona_0", None, "How many hours have I spent watching TV series altogether?")),
         SpaceApp("wildfeedback", ROOT / "spaces" / "wildfeedback" / "app.py",
                  {"CONVOHUB_MODEL": tiny, "CONVOHUB_BASE_MODEL": tiny, "CONVOHUB_JUDGE_MODEL": "lexical",

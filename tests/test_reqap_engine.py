@@ -27,8 +27,8 @@ from convohub.reqap import (
     substitute,
 )
 from convohub.reqap.cli import add_cli
-from convohub.reqap.interpreter import Evaluator
-from convohub.reqap.join import analyse_condition, join, safe_test
+from convohub.reqap.engine.interpreter import Evaluator
+from convohub.reqap.engine.join import analyse_condition, join, safe_test
 
 # -- fixture: ~30 hand-made observable events -------------------------------------------------------
 
@@ -279,6 +279,29 @@ def test_frozen_mapping_rule() -> None:
     weak = FrozenMappingExtractor(lambda e, k: e["price"] if int(e["id"]) % 2 else None)
     weak.extract(events, "amount")
     assert weak.frozen == {} and weak.model_calls == 120
+
+
+@pytest.mark.parametrize("batch_size", [1, 7, 32, 200])
+def test_frozen_mapping_in_batches_asks_the_model_what_one_at_a_time_asks(batch_size: int) -> None:
+    """Two sources interleaved: batches close at each source's window, so the same events reach the model."""
+    rng = random.Random(batch_size)
+    events = [{"id": str(i), "source": rng.choice(["a", "b"]), "price": f"{i} EUR", "name": f"n{i}"}
+              for i in range(300)]
+
+    def answer(e: dict) -> str:
+        return e["price"] if e["source"] == "a" or int(e["id"]) % 3 else "other"
+
+    one = FrozenMappingExtractor(lambda e, k: answer(e), window=20)
+    asked: list[str] = []
+
+    def many(batch: list, key: str) -> list:
+        asked.extend(e["id"] for e in batch)
+        return [answer(e) for e in batch]
+
+    batched = FrozenMappingExtractor(extract_many=many, window=20, batch_size=batch_size)
+    assert batched.extract(events, "amount") == one.extract(events, "amount")
+    assert batched.frozen == one.frozen and one.frozen[("a", "amount")] == "price"
+    assert batched.model_calls == one.model_calls == len(asked)
 
 
 # -- FILTER, MAP, APPLY, GROUP_BY, UNNEST, aggregates ---------------------------------------------------

@@ -14,14 +14,12 @@ import pytest
 
 from convohub.hub import HubTarget
 from convohub.perqa import PerQAConfig, build_perqa, generate_perqa
-from convohub.reqap.extract_pairs import (
+from convohub.reqap.components.extract import NULL, convert_value, extraction_input
+from convohub.reqap.data.extract import (
     ABSENT_KEYS,
     KEY_ALIASES,
-    NULL,
     TEMPORAL_KEYS,
     PairConfig,
-    convert_value,
-    extraction_input,
     format_value,
     pairs_from_dataset,
     pairs_from_perqa,
@@ -135,7 +133,7 @@ def test_format_value_round_trips() -> None:
 def test_weighted_loss_scales_examples() -> None:
     import torch
 
-    from convohub.reqap.extract_training import weighted_loss
+    from convohub.reqap.release.extract import weighted_loss
 
     logits = torch.randn(2, 3, 5)
     labels = torch.tensor([[1, 2, -100], [3, 4, 0]])
@@ -149,7 +147,7 @@ def test_weighted_loss_scales_examples() -> None:
 def test_no_repeat_check_flags_repeated_ngrams() -> None:
     from transformers import AutoTokenizer
 
-    from convohub.reqap.extract_training import blocked_by_no_repeat
+    from convohub.reqap.release.extract import blocked_by_no_repeat
     from convohub.tiny import tiny_model
 
     tok = AutoTokenizer.from_pretrained(tiny_model("seq2seq"))
@@ -182,13 +180,13 @@ def test_tiny_training_end_to_end(dataset_dir, tmp_path) -> None:
     ids = model.generate(**tok(extraction_input("start_date", event), return_tensors="pt"), max_new_tokens=8)
     assert isinstance(tok.decode(ids[0], skip_special_tokens=True), str)
 
-    from convohub.reqap import extract_model
+    from convohub.reqap.release import extract as release
 
-    evaluated = extract_model.evaluate(out, dataset_dir, "test", max_pairs=8)
+    evaluated = release.evaluate(out, dataset_dir, "test", max_pairs=8)
     assert evaluated["split"] == "test" and evaluated["pairs"] == 8
     # evaluation derives pairs with the run's own settings: the CLI override, not the recipe's 40
     assert evaluated["pair_settings"]["max_events_per_source"] == 5 and evaluated["pair_settings"]["seed"] == 0
-    card_dir = extract_model.SPEC.publish(HubTarget(tmp_path / "hub"), ROOT, "tiny", out, evaluated)
+    card_dir = release.SPEC.publish(HubTarget(tmp_path / "hub"), ROOT, "tiny", out, evaluated)
     card = (card_dir / "README.md").read_text()
     assert "exact_match" in card and "christmann2025reqap" in card and "license: mit" in card
     assert not (card_dir / "eval_results.json").exists()

@@ -14,7 +14,7 @@ from convohub.perqa import PerQAConfig, PerQAData, connect, generate_perqa, gold
 from convohub.perqa.questions import make_questions
 from convohub.perqa.templates import CATEGORIES, TEMPLATES
 from convohub.reqap import DirectExtractor, EventStore, Executor, assemble, parse_tree, placeholders
-from convohub.reqap.gold_trees import (
+from convohub.reqap.data.gold import (
     GOLD_TREES,
     QUERY_INTENTS,
     SKIPPED,
@@ -27,7 +27,7 @@ from convohub.reqap.gold_trees import (
     template_bindings,
     visible_canonical,
 )
-from convohub.reqap.parse import OpNode
+from convohub.reqap.engine.parse import OpNode
 
 # 6 personas from 2022: every gold template gets questions (some only via cross-split instantiation).
 CONFIG = PerQAConfig(n_personas=6, start_date=date(2022, 1, 1), seed=0)
@@ -101,7 +101,7 @@ def test_tree_template_is_well_formed(template_id: str) -> None:
 
 
 def _nodes(node: OpNode) -> list[OpNode]:
-    from convohub.reqap.gold_trees import _preorder
+    from convohub.reqap.data.gold import _preorder
 
     return _preorder(node)
 
@@ -217,9 +217,9 @@ def test_interpreter_dispatch_table() -> None:
     must hold every handler, and an unknown node must still be refused."""
     import ast
 
-    from convohub.reqap.errors import ResourceLimitError
-    from convohub.reqap.interpreter import _HANDLERS, Evaluator
-    from convohub.reqap.parse import parse_tree as parse
+    from convohub.reqap.engine.errors import ResourceLimitError
+    from convohub.reqap.engine.interpreter import _HANDLERS, Evaluator
+    from convohub.reqap.engine.parse import parse_tree as parse
 
     handlers = {n for n in vars(Evaluator) if n.startswith("_node_")}
     assert {f"_node_{c.__name__}" for c in _HANDLERS} == handlers

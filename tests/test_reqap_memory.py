@@ -1,7 +1,7 @@
 """Memory bombs on a realistic persona (about 5,000 events, 2,800 songs): each must stop within its budget
 with a named error, in seconds, and the process must stay under 1 GB; the CLI must go on after one.
 
-Each bomb runs in a fresh child process (a spawned worker from :mod:`convohub.reqap.worker`) and its peak is
+Each bomb runs in a fresh child process (a spawned worker from :mod:`convohub.reqap.engine.worker`) and its peak is
 read from ``VmHWM`` in /proc/self/status, the high-water mark of that process's own address space. Not
 ``ru_maxrss``: Linux carries the parent's peak into a child across fork + exec, so inside a long pytest run
 (4 GB after the training tests) every worker would report pytest's peak instead of its own.
@@ -17,12 +17,13 @@ from typing import Any
 
 import pytest
 
-from convohub.reqap.errors import MemoryBudgetExceeded
-from convohub.reqap.worker import Worker, WorkerLimits
+from convohub.reqap.engine.errors import MemoryBudgetExceeded
+from convohub.reqap.engine.worker import Worker, WorkerLimits
 
 CEILING_MB = 1024
 SONGS = 'FILTER(l=RETRIEVE(query="x"), filter=lambda attr: attr["event_type"] == "music_stream")'
 ALL = 'RETRIEVE(query="x")'
+
 
 def _squarings(levels: int) -> str:
     """``[x * x for x in [x * x for x in ... [2 ** 999] * 3]]``: each level doubles the integers' bits."""
@@ -65,7 +66,7 @@ def _persona_store() -> Any:
 def _run_bomb(store: Any, tree: str) -> dict[str, Any]:
     """Task (in the worker): run one tree; error, seconds and the worker's peak RSS."""
     from convohub.reqap import Executor
-    from convohub.reqap.retrieval import AllRetriever
+    from convohub.reqap.components.retrieve import AllRetriever
 
     started = time.monotonic()
     result = Executor(store, AllRetriever(), time_budget=60).execute(tree)
@@ -99,7 +100,7 @@ def test_bomb_ends_within_its_budget_under_1gb(name: str) -> None:
 
 def test_error_names_operator_sizes_and_advice() -> None:
     from convohub.reqap import EventStore, Executor
-    from convohub.reqap.retrieval import AllRetriever
+    from convohub.reqap.components.retrieve import AllRetriever
 
     records = [{"id": str(i), "start_date": "2024-11-01", "event_type": "music_stream",
                 "event_data": {"song_name": "same"}} for i in range(400)]
@@ -115,8 +116,8 @@ def test_error_names_operator_sizes_and_advice() -> None:
 
 
 def test_budget_error_is_raised_before_the_value_is_built() -> None:
-    from convohub.reqap.interpreter import Evaluator
-    from convohub.reqap.parse import parse_tree
+    from convohub.reqap.engine.interpreter import Evaluator
+    from convohub.reqap.engine.parse import parse_tree
 
     fn = parse_tree('APPLY(l=RETRIEVE(query="x"), fct=lambda l: (len(l) + 1) ** (len(l) * 10**8))').args["fct"]
     ev = Evaluator(date(2024, 11, 25))
@@ -129,7 +130,7 @@ def test_budget_error_is_raised_before_the_value_is_built() -> None:
 
 def test_worker_survives_an_os_memory_limit() -> None:
     with Worker(None, WorkerLimits(memory_mb=256, timeout_s=60)) as worker:
-        from convohub.reqap.errors import WorkerLimitError
+        from convohub.reqap.engine.errors import WorkerLimitError
 
         with pytest.raises(WorkerLimitError, match="memory limit"):
             worker.run(_allocate, 600 * 2**20)
@@ -153,7 +154,7 @@ def dataset(tmp_path_factory: pytest.TempPathFactory) -> Path:
 
 def test_cli_evaluate_goes_on_after_a_bomb(dataset: Path, tmp_path: Path) -> None:
     from convohub.cli import main
-    from convohub.reqap.evaluation import load_persona
+    from convohub.reqap.data.perqa import load_persona
 
     questions = load_persona(dataset, "test_persona_0", canonical=False)[1][:3]
     trees = {questions[0]["question"]: 'APPLY(l=RETRIEVE(query="x"), fct=lambda l: len(l))',

@@ -16,7 +16,7 @@ from convohub.hub import HubTarget
 from convohub.llm import ChatBackend, ChatRequest, ChatResponse
 from convohub.perqa import PerQAConfig, build_perqa, generate_perqa
 from convohub.perqa.templates import CATEGORIES
-from convohub.reqap.baselines import (
+from convohub.reqap.components.baselines import (
     CodeGenBaseline,
     ICLExample,
     RAGBaseline,
@@ -26,9 +26,12 @@ from convohub.reqap.baselines import (
     icl_pool_from_dataset,
     observable_tables,
 )
-from convohub.reqap.evaluation import evaluate, load_persona
-from convohub.reqap.pipeline import GoldTreeDecomposer, ReQAP, StaticDecomposer
-from convohub.reqap.retrieval import BM25Retriever
+from convohub.reqap.components.pipeline import ReQAP
+from convohub.reqap.components.qud import StaticDecomposer
+from convohub.reqap.components.retrieve import BM25Retriever
+from convohub.reqap.data.gold import GoldTreeDecomposer
+from convohub.reqap.data.perqa import load_persona
+from convohub.reqap.release.evaluation import evaluate
 
 ROOT = Path(__file__).resolve().parents[1]
 TV_HOURS = "How many hours have I spent watching TV series altogether?"
@@ -189,7 +192,7 @@ def test_evaluation_numbers_categories_and_metric_agreement(dataset: Path, tmp_p
 
 
 def test_evaluate_with_limit_and_without_attribution(dataset: Path) -> None:
-    from convohub.reqap.components import make_system
+    from convohub.reqap.components.build import make_system
 
     oracle_results = evaluate(dataset, "test", "reqap", make_system("reqap", retriever="all"), limit=3,
                               attribution=False)
@@ -198,7 +201,7 @@ def test_evaluate_with_limit_and_without_attribution(dataset: Path) -> None:
 
 # -- CLI ----------------------------------------------------------------------------------------------------
 def test_cli_ask_and_evaluate(dataset: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
-    stand_ins = ["--decomposer", "gold", "--extractor", "lookup"]  # named: never a default
+    stand_ins = ["--decomposer", "gold", "--extractor", "lookup", "--retriever", "bm25"]  # named: never a default
     base = ["reqap", "ask", "--dataset", str(dataset), "--persona", "test_persona_0", *stand_ins]
     assert main([*base, "--retriever", "oracle", TV_HOURS]) == 0
     out = capsys.readouterr().out
@@ -214,15 +217,21 @@ def test_cli_ask_and_evaluate(dataset: Path, tmp_path: Path, capsys: pytest.Capt
     capsys.readouterr()
 
     out_dir = tmp_path / "eval"
-    assert main(["reqap", "ask", "--dataset", str(dataset), "--persona", "test_persona_0", TV_HOURS]) == 2
-    assert "needs --decomposer and --extractor named" in capsys.readouterr().err
+    # no component named: the trained chain of the release in --hub, which is not built here
+    assert main(["reqap", "ask", "--dataset", str(dataset), "--persona", "test_persona_0", "--hub",
+                 str(tmp_path / "none"), TV_HOURS]) == 2
+    err = capsys.readouterr().err
+    assert "no trained ReQAP models" in err and "convohub release --only perqa reqap --out" in err
     assert main(["reqap", "evaluate", "--dataset", str(dataset), "--split", "test", "--limit", "4",
                  "--out", str(out_dir), *stand_ins]) == 0
     printed = capsys.readouterr().out
     assert "| all | 4 |" in printed and (out_dir / "predictions.jsonl").is_file()
-    assert json.loads((out_dir / "results.json").read_text())["components"]["decomposer"] == "gold"
+    assert printed.startswith("ORACLE reqap on test\nORACLE (--decomposer gold)") and "EXTRACT: key lookup" in printed
+    saved = json.loads((out_dir / "results.json").read_text())
+    assert saved["components"]["decomposer"] == "gold" and saved["components"]["oracle"] == ["decomposer"]
+    assert saved["oracle"] is True and saved["components"]["labels"]["retriever"].startswith("BM25")
     assert main(["reqap", "evaluate", "--dataset", str(tmp_path / "missing"), "--split", "test"]) == 2
-    assert main(["reqap", "evaluate", "--dataset", str(dataset), "--retriever", "nope", *stand_ins]) == 2
+    assert main(["reqap", "evaluate", "--dataset", str(dataset), *stand_ins, "--retriever", "nope"]) == 2
 
 
 # -- a real local server ----------------------------------------------------------------------------------

@@ -17,9 +17,7 @@ from convohub.llm import ChatBackend, ChatRequest, ChatResponse
 from convohub.perqa import PerQAConfig, build_perqa, generate_perqa
 from convohub.perqa.templates import TEMPLATES
 from convohub.reqap import EventStore, Executor, OracleRetriever, parse_tree, placeholders
-from convohub.reqap.errors import TreeSyntaxError
-from convohub.reqap.parse import OPERATORS, Placeholder
-from convohub.reqap.qud import (
+from convohub.reqap.components.qud import (
     INSTRUCTION,
     ICLDecomposer,
     RecursiveDecomposer,
@@ -29,14 +27,10 @@ from convohub.reqap.qud import (
     parse_step,
     step_chains,
 )
-from convohub.reqap.qud_data import (
-    OFFLINE_SOURCE,
-    distill_pairs,
-    load_questions,
-    offline_pairs,
-    read_pairs,
-    write_pairs,
-)
+from convohub.reqap.data.perqa import load_questions
+from convohub.reqap.data.qud import OFFLINE_SOURCE, distill_pairs, offline_pairs, read_pairs, write_pairs
+from convohub.reqap.engine.errors import TreeSyntaxError
+from convohub.reqap.engine.parse import OPERATORS, Placeholder
 
 ROOT = Path(__file__).resolve().parents[1]
 SCRIPT = ROOT / "training" / "reqap_qud" / "train_reqap_qud.py"
@@ -93,7 +87,7 @@ def test_example_bank_parses_and_covers_every_operator(examples) -> None:
                 assert inp in placeholders(parse_tree(chain[-1][1]))
     assert ops == set(OPERATORS) - {"SELECT"}
     # worded on their own: no example question is an instance of a PerQA template
-    from convohub.reqap.gold_trees import _pattern
+    from convohub.reqap.data.gold import _pattern
 
     patterns = [_pattern(t.question) for t in TEMPLATES]
     assert not [ex.question for ex in examples if any(p.match(ex.question) for p in patterns)]
@@ -229,7 +223,7 @@ def test_offline_pairs_are_gold_steps_deduplicated_and_deterministic(dataset_dir
 
 
 def test_distillation_keeps_the_best_trees_and_counts_failures(dataset_dir) -> None:
-    from convohub.reqap.gold_trees import decompose, gold_tree
+    from convohub.reqap.data.gold import decompose, gold_tree
 
     questions = [q for q in load_questions(dataset_dir, "train") if gold_tree(q)][:4]
     gold_steps = {}
@@ -250,6 +244,50 @@ def test_distillation_keeps_the_best_trees_and_counts_failures(dataset_dir) -> N
     garbage = ICLDecomposer(Scripted(lambda q, i: "I am not an operator"), load_examples(), n_options=1)
     pairs, stats = distill_pairs(garbage, dataset_dir, ("dev",), max_questions=3)
     assert pairs == [] and stats["no_tree"] == 3 and stats["decomposer_stats"]["rejected"] == 3
+
+
+def test_distill_cli_writes_pairs_from_the_teacher(dataset_dir, tmp_path, monkeypatch, capsys) -> None:
+    import convohub.llm
+    from convohub.cli import main
+    from convohub.reqap.data.gold import decompose, gold_tree
+
+    steps = {}
+    for q in [q for q in load_questions(dataset_dir, "train") if gold_tree(q)][:3]:
+        steps.update(decompose(gold_tree(q), q))
+    teacher = Scripted(lambda q, i: steps.get(q, "garbage("))
+    monkeypatch.setattr(convohub.llm, "make_backend", lambda spec, **kw: teacher)
+    out = tmp_path / "pairs.jsonl"
+    assert main(["reqap", "distill", "--dataset", str(dataset_dir), "--out", str(out), "--splits", "train",
+                 "--llm", "scripted", "--options", "1", "--max-questions", "3", "--retrieve-out",
+                 str(tmp_path / "retrieve")]) == 0
+    printed = capsys.readouterr().out
+    # RETRIEVE examples from the kept trees' calls, gold events from the questions' SQL (no gold-tree oracle)
+    events = [json.loads(line) for line in (tmp_path / "retrieve" / "events.jsonl").read_text().splitlines()]
+    retrieve_stats = json.loads((tmp_path / "retrieve" / "stats.json").read_text())
+    assert retrieve_stats["questions"] == 3 and retrieve_stats.get("calls_used", 0) >= 1, retrieve_stats
+    assert {e["label"] for e in events} == {0, 1} and "RETRIEVE examples:" in printed
+    assert "3 questions: kept {'kept_hit': 3}" in printed and teacher.requests
+    pairs = read_pairs(out)
+    assert pairs and all(p.source == "icl:hit" for p in pairs)
+    assert json.loads(out.with_name("pairs.jsonl.stats.json").read_text())["kept_hit"] == 3
+    monkeypatch.delenv("CONVOHUB_LLM_BASE_URL", raising=False)
+    assert main(["reqap", "distill", "--dataset", str(dataset_dir), "--out", str(out)]) == 2
+    assert "--llm smollm2" in capsys.readouterr().err
+
+
+def test_retrieval_sql_keeps_the_table_and_its_non_temporal_conditions() -> None:
+    import duckdb
+
+    from convohub.reqap.data.sql import retrieval_sql
+
+    con = duckdb.connect()
+    assert retrieval_sql(con, "SELECT COUNT(*) FROM workout WHERE workout_type = 'running' AND "
+                              "YEAR(start_date) = 2023 ORDER BY 1 LIMIT 1") == \
+        "SELECT id FROM workout WHERE (workout_type = 'running')"
+    assert retrieval_sql(con, "SELECT movie_title, COUNT(*) c FROM movie_stream GROUP BY movie_title "
+                              "ORDER BY c DESC LIMIT 1") == "SELECT id FROM movie_stream"
+    assert retrieval_sql(con, "SELECT COUNT(*) FROM workout w JOIN trip t ON w.start_date >= t.start_date") is None
+    assert retrieval_sql(con, "SELECT COUNT(*) FROM workout WHERE id IN (SELECT id FROM workout)") is None
 
 
 # -- a real served model --------------------------------------------------------------------------------------
@@ -280,11 +318,11 @@ PLUMBING = ("--model_name_or_path", "convohub-tiny:causal", "--use_peft", "false
 
 @pytest.fixture(scope="module")
 def sft_model(dataset_dir, tmp_path_factory) -> Path:
-    """Trained the way the release trains it: the script launched under accelerate (qud_model.SPEC.train)."""
-    from convohub.reqap import qud_model
+    """Trained the way the release trains it: the script launched under accelerate (release.SPEC.train)."""
+    from convohub.reqap.release import qud as release
 
     out = tmp_path_factory.mktemp("qud-sft") / "model"
-    return qud_model.SPEC.train(ROOT, "tiny", dataset_dir, out, 0, extra=PLUMBING)
+    return release.SPEC.train(ROOT, "tiny", dataset_dir, out, 0, extra=PLUMBING)
 
 
 def test_sft_prompts_are_tokenized_alike_in_training_and_inference(sft_model) -> None:
@@ -330,10 +368,10 @@ def test_tiny_sft_model_drives_the_same_recursion(sft_model) -> None:
 
 
 def test_evaluate_and_card_report_measured_numbers(sft_model, dataset_dir, tmp_path) -> None:
-    from convohub.reqap import qud_model
-    from convohub.reqap.qud_data import gold_steps
+    from convohub.reqap.data.qud import gold_steps
+    from convohub.reqap.release import qud as release
 
-    results = qud_model.evaluate_with_base(sft_model, dataset_dir, "test", max_questions=4, max_trees=2)
+    results = release.evaluate_with_base(sft_model, dataset_dir, "test", max_questions=4, max_trees=2)
     assert {"hit@1", "rlx_hit@1", "rlx_hit@1_20", "tree_exact_match", "step_exact_match", "first_step_exact_match",
             "parse_rate", "tree_rate", "questions", "questions_with_gold_tree", "gold_steps",
             "decomposer_stats", "generation_seconds"} <= set(results)
@@ -346,13 +384,13 @@ def test_evaluate_and_card_report_measured_numbers(sft_model, dataset_dir, tmp_p
     questions = load_questions(dataset_dir, "test")
     step_of = {inp: out for q in questions for _, inp, out in gold_steps(q) or ()}
     backend = Scripted(lambda q, i: step_of.get(q, "no step"))
-    oracle = qud_model.evaluate(None, dataset_dir, "test", max_questions=None, decomposer=Plain(backend))
+    oracle = release.evaluate(None, dataset_dir, "test", max_questions=None, decomposer=Plain(backend))
     assert oracle["questions_with_gold_tree"] > 0 and oracle["tree_exact_match"] == 1.0
     assert oracle["step_exact_match"] == oracle["first_step_exact_match"] == 1.0 and oracle["hit@1"] > 0
     assert oracle["decomposer_stats"]["llm_calls"] == len(backend.requests)
 
     results["before"] = {**results, "hit@1": 0.0, "generation_seconds": 1.0}  # the card's before column
-    folder = qud_model.SPEC.publish(HubTarget(tmp_path / "hub"), ROOT, "tiny", sft_model, results)
+    folder = release.SPEC.publish(HubTarget(tmp_path / "hub"), ROOT, "tiny", sft_model, results)
     meta, body = read_card(folder / "README.md")
     metrics = {m["name"]: m["value"] for r in meta["model-index"][0]["results"] for m in r["metrics"]}
     assert metrics["Hit@1"] == results["hit@1"] and metrics["Tree exact match"] == results["tree_exact_match"]
@@ -360,7 +398,7 @@ def test_evaluate_and_card_report_measured_numbers(sft_model, dataset_dir, tmp_p
     assert OFFLINE_SOURCE in body and meta["license"] == "mit" and "base_model" not in meta
     assert "| base model (no training) | trained |" in body and "6 optimiser steps" in body
     assert not (folder / "training_args.json").exists()  # local paths of the run stay out of the repo
-    assert qud_model.SPEC.repo_name("paper").startswith("Llama") and qud_model.SPEC.repo_name("paper_l").startswith("Llama")
+    assert release.SPEC.repo_name("paper").startswith("Llama") and release.SPEC.repo_name("paper_l").startswith("Llama")
 
 
 def test_prefetch_generates_level_by_level_in_batches(examples) -> None:
@@ -391,15 +429,15 @@ def test_qud_trains_from_smollm2_and_publishes_merged_weights(dataset_dir, tmp_p
     from transformers import AutoModelForCausalLM
 
     from convohub.models import smollm2_path
-    from convohub.reqap import qud_model
+    from convohub.reqap.release import qud as release
 
-    out = qud_model.SPEC.train(ROOT, "tiny", dataset_dir, tmp_path / "qud", 0,
+    out = release.SPEC.train(ROOT, "tiny", dataset_dir, tmp_path / "qud", 0,
                                extra=("--max_train_pairs", "2", "--max_steps", "1", "--per_device_train_batch_size",
                                       "2", "--warmup_steps", "0"))
     assert not (out / "adapter_config.json").exists()  # merged, not an adapter
     results = json.loads((out / "eval_results.json").read_text())
     assert results["optimizer_steps"] == 1 and results["peft"]["lora_r"] == 16 and results["base_model"] == "smollm2"
-    assert qud_model.base_model_path(out) == str(smollm2_path())
+    assert release.base_model_path(out) == str(smollm2_path())
     trained = AutoModelForCausalLM.from_pretrained(out)
     base = AutoModelForCausalLM.from_pretrained(smollm2_path())
     name = "model.layers.0.self_attn.q_proj.weight"

@@ -14,24 +14,26 @@ import pytest
 from convohub.hub import HubTarget, read_card
 from convohub.perqa import PerQAConfig, build_perqa, generate_perqa
 from convohub.reqap import EventStore, Executor
-from convohub.reqap.gold_trees import OracleIndex, gold_tree
-from convohub.reqap.retrieve_data import (
+from convohub.reqap.components.retrieve import (
     EVENT_LABELS,
-    PARTIAL,
     PATTERN_LABELS,
+    CrossEncoderRetriever,
     Pattern,
     PatternIndex,
+    event_text,
+    pattern_value,
+)
+from convohub.reqap.data.gold import OracleIndex, gold_tree
+from convohub.reqap.data.retrieve import (
+    PARTIAL,
     RetrieveDataConfig,
     _Collector,
     derive,
     derive_from_dataset,
     derive_from_perqa,
-    event_text,
-    pattern_value,
     retrieve_queries,
     to_rows,
 )
-from convohub.reqap.retrieve_pipeline import CrossEncoderRetriever
 
 ROOT = Path(__file__).resolve().parents[1]
 CONFIG = RetrieveDataConfig(pattern_threshold=20)
@@ -212,13 +214,13 @@ def test_retrieve_queries_of_gold_trees(data) -> None:
 def trained(dataset_dir, tmp_path_factory):
     """Both models trained with their tiny recipes, launched like the release launches them, with CLI
     overrides (pattern threshold lowered for this 6-month PerQA) that evaluation must see."""
-    from convohub.reqap import retrieve_model
+    from convohub.reqap.release import retrieve as release
 
     tmp = tmp_path_factory.mktemp("retrieve")
     out = {}
     for task, extra in (("patterns", ()), ("events", ("--max_length", "64"))):
         overrides = ("--pattern_threshold", "20", "--max_train_examples", "48", "--max_eval_examples", "32", *extra)
-        model_dir = retrieve_model.SPECS[task].train(ROOT, "tiny", dataset_dir, tmp / task, 0, extra=overrides)
+        model_dir = release.SPECS[task].train(ROOT, "tiny", dataset_dir, tmp / task, 0, extra=overrides)
         out[task] = (model_dir, json.loads((model_dir / "eval_results.json").read_text()))
     return out
 
@@ -245,17 +247,17 @@ def test_trained_models_load_with_their_labels(trained) -> None:
 
 
 def test_evaluate_and_card(trained, dataset_dir, tmp_path) -> None:
-    from convohub.reqap import retrieve_model
+    from convohub.reqap.release import retrieve as release
 
     events_dir, _ = trained["events"]
-    results = retrieve_model.evaluate(events_dir, dataset_dir, "test", task="events",
+    results = release.evaluate(events_dir, dataset_dir, "test", task="events",
                                       pattern_model_dir=trained["patterns"][0], max_examples=24, max_calls=3,
                                       max_classified=8)
     json.dumps(results)  # the release writes it as JSON
     r = results["retrieval"]
     assert results["split"] == "test" and results["examples"] == 24 and r["calls"] >= 1
     assert 0.0 <= r["pipeline_recall"] <= 1.0 and r["bm25_recall"] > 0.5 and r["classified_events"] <= 8 * 3
-    card_dir = retrieve_model.EVENTS.publish(HubTarget(tmp_path / "hub"), ROOT, "tiny", events_dir, results)
+    card_dir = release.EVENTS.publish(HubTarget(tmp_path / "hub"), ROOT, "tiny", events_dir, results)
     meta, body = read_card(card_dir / "README.md")
     assert meta["license"] == "mit" and meta["base_model"] == "sentence-transformers/all-MiniLM-L6-v2"
     assert meta["library_name"] == "sentence-transformers" and "events" in meta["tags"]
@@ -269,7 +271,7 @@ def test_evaluate_and_card(trained, dataset_dir, tmp_path) -> None:
     from sentence_transformers.cross_encoder import CrossEncoder
 
     assert dict(CrossEncoder(str(card_dir)).config.id2label) == EVENT_LABELS
-    patterns = retrieve_model.evaluate(trained["patterns"][0], dataset_dir, "test", task="patterns",
+    patterns = release.evaluate(trained["patterns"][0], dataset_dir, "test", task="patterns",
                                        max_examples=20)
     assert "retrieval" not in patterns and patterns["labels"] == PATTERN_LABELS
 

@@ -57,7 +57,14 @@ def test_app_answers_with_tree_and_trace(dataset: Path, tmp_path: Path, monkeypa
     from convohub.cli import load_script
 
     monkeypatch.setenv("CONVOHUB_DATASET", str(dataset.resolve()))
+    monkeypatch.setenv("CONVOHUB_HUB", str(tmp_path / "no-release"))
+    monkeypatch.setenv("CONVOHUB_RETRIEVER", "bm25")
+    monkeypatch.setenv("CONVOHUB_EXTRACTOR", "lookup")
+    missing = load_script(ROOT / "spaces" / "reqap" / "app.py")  # the default QUD is the release's: none here
+    assert "convohub release --only perqa reqap" in missing._components_markdown()
+    monkeypatch.setenv("CONVOHUB_DECOMPOSER", "gold")
     app = load_script(ROOT / "spaces" / "reqap" / "app.py")
+    assert "**ORACLE" in app._components_markdown() and "RETRIEVE: BM25" in app._components_markdown()
     app.demo.launch(server_name="127.0.0.1", prevent_thread_lock=True, quiet=True)
     try:
         client = Client(app.demo.local_url, verbose=False)

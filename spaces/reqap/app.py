@@ -1,10 +1,11 @@
 """ReQAP demo: ask a question about a persona's personal data and see the answer, the operator tree that
 produced it and what every operator received and returned.
 
-Environment: CONVOHUB_DATASET (PerQA dataset id or local folder), optional CONVOHUB_QUD_MODEL (trained QUD
-model; without it the gold-tree ORACLE decomposes questions that follow a PerQA template),
-CONVOHUB_RETRIEVE_MODEL (trained cross-encoders; default BM25) and CONVOHUB_EXTRACT_MODEL (trained EXTRACT
-model; default key lookup). Everything runs offline on CPU. `demo` is built at import; it launches only
+Environment: CONVOHUB_DATASET (PerQA dataset id or local folder). The trained chain runs by default (QUD ->
+RETRIEVE cross-encoders -> EXTRACT), its models taken from the release folder CONVOHUB_HUB (default
+hub_release) or the Hub namespace CONVOHUB_NAMESPACE; CONVOHUB_DECOMPOSER / CONVOHUB_RETRIEVER /
+CONVOHUB_EXTRACTOR name other components with the CLI's specs (gold is the ORACLE, said on the page).
+Everything runs on CPU. `demo` is built at import; it launches only
 when run as a script.
 """
 
@@ -19,11 +20,13 @@ import gradio as gr
 from convohub.reqap import space
 
 DATASET = os.environ.get("CONVOHUB_DATASET", "convohub/perqa")
-QUD_MODEL = os.environ.get("CONVOHUB_QUD_MODEL", "")
-RETRIEVE_MODEL = os.environ.get("CONVOHUB_RETRIEVE_MODEL", "")
-EXTRACT_MODEL = os.environ.get("CONVOHUB_EXTRACT_MODEL", "")
 SPLIT = "test"
 UPLOAD = "(uploaded file)"
+try:  # the trained chain by default, like `convohub reqap ask`; stand-ins only when named (CONVOHUB_*)
+    SPECS, SOURCE = space.component_specs(os.environ)
+    PROBLEM = None
+except FileNotFoundError as err:  # no release reachable: the page says what to configure
+    SPECS, SOURCE, PROBLEM = {}, None, str(err)
 
 
 @lru_cache(maxsize=1)
@@ -33,29 +36,41 @@ def _dataset() -> Any:
 
 @lru_cache(maxsize=1)
 def _system() -> Any:
-    from convohub.reqap.components import make_system
+    from convohub.reqap.components.build import make_system
 
-    qud = f"sft:{space.resolve_folder(QUD_MODEL, 'model')}" if QUD_MODEL else "gold"
-    ret = f"ce:{space.resolve_folder(RETRIEVE_MODEL, 'model')}" if RETRIEVE_MODEL else "bm25"
-    ext = f"model:{space.resolve_folder(EXTRACT_MODEL, 'model')}" if EXTRACT_MODEL else "lookup"
-    return make_system("reqap", decomposer=qud, retriever=ret, extractor=ext, budget_s=120.0)
+    if PROBLEM:
+        raise gr.Error(PROBLEM)
+    return make_system("reqap", **SPECS, budget_s=120.0)
+
+
+def _components_markdown() -> str:
+    from convohub.reqap.components.build import describe_components, header
+
+    if PROBLEM:
+        return f"**No components configured:** {PROBLEM}"
+    lines = header(describe_components("reqap", **SPECS, source=SOURCE)).splitlines()
+    return "\n".join(f"- **{line}**" if line.startswith("ORACLE") else f"- {line}" for line in lines)
 
 
 @lru_cache(maxsize=8)
 def _persona(persona_id: str) -> Any:
-    from convohub.reqap.evaluation import load_persona
+    from convohub.reqap.data.perqa import load_persona
 
     store, questions, _ = load_persona(_dataset(), persona_id, canonical=False)
-    decomposer = _system().decomposer
+    decomposer, extractor = _system().decomposer, _system().extractor
     if hasattr(decomposer, "add"):
         for q in questions:
             decomposer.add(q)
+    if hasattr(extractor, "use_persona"):  # the trained EXTRACT model reads the persona's names
+        from convohub.reqap.data.perqa import persona_record
+
+        extractor.use_persona(persona_record(_dataset(), persona_id))
     return store
 
 
 def personas() -> list[str]:
     """Persona ids of the test split."""
-    from convohub.reqap.evaluation import persona_ids
+    from convohub.reqap.data.perqa import persona_ids
 
     return persona_ids(_dataset(), SPLIT)
 
@@ -95,9 +110,7 @@ _CHOICES = _choices()
 with gr.Blocks(title="ReQAP: operator trees over personal data") as demo:
     gr.Markdown("# ReQAP: question answering over personal data\nQuestions are decomposed into an operator "
                 "tree (RETRIEVE, EXTRACT, FILTER, JOIN, GROUP_BY, ...), which runs over the persona's calendar, "
-                "mails, posts, streams, purchases and workouts from `" + DATASET + "`. Decomposer: "
-                + (f"`{QUD_MODEL}`" if QUD_MODEL else "**gold-tree oracle** (hand-written trees of the PerQA "
-                   "templates; no trained QUD model configured)") + ".")
+                "mails, posts, streams, purchases and workouts from `" + DATASET + "`.\n\n" + _components_markdown())
     with gr.Row():
         persona_in = gr.Dropdown(_CHOICES, value=_CHOICES[0], label="persona", allow_custom_value=True)
         upload_in = gr.File(label="or upload events (.csv in the {p}_obs.csv layout, or .ics)",

@@ -91,7 +91,7 @@ def _operator(label: str) -> tuple[str, str]:
 def tree_svg(outline: Sequence[tuple[int, str]], *, title: str = "operator tree") -> str:
     """An operator tree drawn top-down as an SVG image: one box per operator, edges from parent to child.
 
-    ``outline`` is the pre-order (depth, label) list that :func:`convohub.reqap.pipeline.tree_outline`
+    ``outline`` is the pre-order (depth, label) list that :func:`convohub.reqap.engine.parse.tree_outline`
     returns. Leaves get one column each and a parent is centred over its children (a tidy layout that needs
     no graph library). Boxes show the operator and the start of its arguments; the full label is the box's
     tooltip. An empty outline draws a single "(no tree)" box, so the picture never silently disappears.

@@ -33,10 +33,10 @@ STEP_KINDS = ("build", "train", "evaluate", "card", "space")
 #: each rendering its card from ``model_cards/<template>.md``.
 MODEL_SPECS: tuple[str, ...] = (
     "convohub.corpus.chat_lm:SPEC",
-    "convohub.reqap.extract_model:SPEC",
-    "convohub.reqap.retrieve_model:PATTERNS",
-    "convohub.reqap.retrieve_model:EVENTS",
-    "convohub.reqap.qud_model:SPEC",
+    "convohub.reqap.release.extract:SPEC",
+    "convohub.reqap.release.retrieve:PATTERNS",
+    "convohub.reqap.release.retrieve:EVENTS",
+    "convohub.reqap.release.qud:SPEC",
     "convohub.wildfeedback.alignment:SPEC",
     "convohub.crychic.model_specs:IFQC",
     "convohub.crychic.model_specs:SIMPLIFIER",

@@ -1,9 +1,9 @@
 """Fine-tune ReQAP's EXTRACT model: a seq2seq model that reads one attribute value off one event.
 
 Input ``"Attribute: {key}, Event: {key: json(value) lines}"``, output the value or ``null``. Training pairs
-are derived from a built PerQA dataset by :mod:`convohub.reqap.extract_pairs` (train personas -> train
+are derived from a built PerQA dataset by :mod:`convohub.reqap.data.extract` (train personas -> train
 pairs, dev personas -> held-out pairs; positives, null negatives, key aliases with weight 0.2). The loss
-weights each pair (:class:`convohub.reqap.extract_training.WeightedSeq2SeqTrainer`). After training the
+weights each pair (:class:`convohub.reqap.release.extract.WeightedSeq2SeqTrainer`). After training the
 held-out exact match (greedy decoding) is measured and written to ``<output_dir>/eval_results.json``; the
 resolved arguments (recipe + CLI overrides) to ``<output_dir>/training_args.json``, which evaluation reads.
 
@@ -97,8 +97,8 @@ def main(argv: Sequence[str] | None = None) -> dict[str, Any]:
     import torch
     from transformers import AutoModelForSeq2SeqLM, AutoTokenizer
 
-    from convohub.reqap.extract_pairs import PairConfig, pairs_from_dataset
-    from convohub.reqap.extract_training import (
+    from convohub.reqap.data.extract import PairConfig, pairs_from_dataset
+    from convohub.reqap.release.extract import (
         WeightedCollator,
         exact_match,
         make_compute_metrics,

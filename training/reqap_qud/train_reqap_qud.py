@@ -4,10 +4,10 @@ Each training pair is a conversation: the step's ancestor turns (user ``Input: {
 assistant operator step) and the user turn of the current input as the prompt; the operator step as the
 completion (trl's conversational prompt-completion format, loss on the completion only). The oldest turns
 are dropped until the prompt fits ``max_input_tokens`` (800 in the paper), exactly as
-:class:`convohub.reqap.qud.SFTDecomposer` does at inference; the limits are saved in ``qud_config.json``.
+:class:`convohub.reqap.components.qud.SFTDecomposer` does at inference; the limits are saved in ``qud_config.json``.
 
-Pairs: ``--pairs_path`` (JSONL from :func:`convohub.reqap.qud_data.distill_pairs`, the paper's ICL
-distillation) or, by default, the offline stand-in :func:`convohub.reqap.qud_data.offline_pairs` (steps of
+Pairs: ``--pairs_path`` (JSONL from :func:`convohub.reqap.data.qud.distill_pairs`, the paper's ICL
+distillation) or, by default, the offline stand-in :func:`convohub.reqap.data.qud.offline_pairs` (steps of
 the gold trees of the train/dev questions + the example bank). ``eval_results.json`` records which.
 
 Offline (CPU, a few minutes): SmolLM2-135M-Instruct (``model_name_or_path: smollm2``, converted once from
@@ -53,7 +53,7 @@ class QUDArguments:
                               metadata={"help": "built PerQA folder (questions config) for the offline pairs"})
     train_splits: str = field(default="train,dev", metadata={"help": "comma-separated question splits"})
     pairs_path: str | None = field(default=None, metadata={
-        "help": "JSONL of distilled step pairs (convohub.reqap.qud_data.write_pairs); default: offline pairs"})
+        "help": "JSONL of distilled step pairs (convohub.reqap.data.qud.write_pairs); default: offline pairs"})
     include_examples: bool = field(default=True, metadata={"help": "add the example bank's steps (offline)"})
     max_train_pairs: int | None = field(default=None, metadata={"help": "cap on pairs (seeded sample)"})
     max_input_tokens: int = field(default=800, metadata={"help": "prompt limit; oldest turns are dropped"})
@@ -77,7 +77,7 @@ def make_parser() -> Any:
 
 def load_pairs(args: QUDArguments) -> tuple[list[Any], dict[str, Any]]:
     """The training pairs and a description of where they came from."""
-    from convohub.reqap.qud_data import ICL_SOURCE, offline_pairs, read_pairs
+    from convohub.reqap.data.qud import ICL_SOURCE, offline_pairs, read_pairs
 
     if args.pairs_path:
         pairs = read_pairs(args.pairs_path)
@@ -93,7 +93,7 @@ def grammar_units() -> list[str]:
     six tokens and ``FILTER(l=`` three. As single tokens a tiny model spends its capacity on the content
     (the sub-questions, keys and values) instead of spelling the grammar, and outputs get ~25 % shorter.
     """
-    from convohub.reqap.parse import OPERATORS, Placeholder
+    from convohub.reqap.engine.parse import OPERATORS, Placeholder
 
     opening, closing = Placeholder("QUESTION").text.split("QUESTION")
     units = [opening, closing]
@@ -139,7 +139,7 @@ def main(argv: Sequence[str] | None = None) -> dict[str, Any]:
     from trl import SFTTrainer
 
     from convohub.hub import atomic_write_text, dump_json
-    from convohub.reqap.qud import QUD_CONFIG, chat_token_counter, truncate_chain
+    from convohub.reqap.components.qud import QUD_CONFIG, chat_token_counter, truncate_chain
     from convohub.training.models import model_init_kwargs
     from convohub.training.runs import save_arguments
 

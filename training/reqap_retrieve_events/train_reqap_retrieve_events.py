@@ -1,6 +1,6 @@
 """Fine-tune ReQAP's event cross-encoder: does one candidate event match a RETRIEVE query? (2 classes)
 
-Examples come from a built PerQA dataset (:mod:`convohub.reqap.retrieve_data`): for every RETRIEVE call of
+Examples come from a built PerQA dataset (:mod:`convohub.reqap.data.retrieve`): for every RETRIEVE call of
 the gold operator trees whose BM25 recall is >= 0.5, <= 5 gold events as positives, <= 5 hard negatives
 (best BM25 scores, not gold) and <= 5 random negatives (inverse source frequency); input
 ``(query, "key: json(value)" lines)``. Held-out accuracy and macro-F1 (dev personas) are measured before
@@ -33,14 +33,14 @@ TASK = "events"
 
 def make_parser() -> Any:
     """(RetrieveArguments, CrossEncoderTrainingArguments), recipes parsed strictly."""
-    from convohub.reqap.retrieve_training import make_parser as parser
+    from convohub.reqap.release.retrieve import make_parser as parser
 
     return parser()
 
 
 def main(argv: Sequence[str] | None = None) -> dict[str, Any]:
     """Derive examples, train, measure held-out accuracy before/after, save. Returns the results."""
-    from convohub.reqap.retrieve_training import run
+    from convohub.reqap.release.retrieve import run
 
     return run(TASK, argv)
 

@@ -1,7 +1,7 @@
 """Fine-tune ReQAP's pattern cross-encoder: is a key-value pattern relevant, irrelevant or partially
 relevant to a RETRIEVE query? (3 classes)
 
-Examples come from a built PerQA dataset (:mod:`convohub.reqap.retrieve_data`): for every RETRIEVE call of
+Examples come from a built PerQA dataset (:mod:`convohub.reqap.data.retrieve`): for every RETRIEVE call of
 the gold operator trees whose BM25 recall is >= 0.5, the frequent non-numeric ``key: value`` patterns of
 the BM25 candidates (>= ``pattern_threshold`` events) labelled by all events they match (all gold:
 relevant, none: irrelevant, some: partial; <= 5 positive and <= 5 negative patterns per call) plus one
@@ -36,14 +36,14 @@ TASK = "patterns"
 
 def make_parser() -> Any:
     """(RetrieveArguments, CrossEncoderTrainingArguments), recipes parsed strictly."""
-    from convohub.reqap.retrieve_training import make_parser as parser
+    from convohub.reqap.release.retrieve import make_parser as parser
 
     return parser()
 
 
 def main(argv: Sequence[str] | None = None) -> dict[str, Any]:
     """Derive examples, train, measure held-out accuracy before/after, save. Returns the results."""
-    from convohub.reqap.retrieve_training import run
+    from convohub.reqap.release.retrieve import run
 
     return run(TASK, argv)
 

@@ -11,7 +11,10 @@
   failed questions (a memory bomb included) are recorded as failed runs, and with ``--fail-on-error`` the
   exit status is 1 when any question failed.
 
-``execute`` and ``evaluate`` run each tree/question in a worker process (:mod:`convohub.reqap.worker`)
+* ``distill``: QUD step pairs from a teacher LLM (in-context QUD, trees kept when their answer is right),
+  for ``training/reqap_qud --pairs_path``. Exit 0, 1 when no pair was kept, 2 for a usage error.
+
+``execute`` and ``evaluate`` run each tree/question in a worker process (:mod:`convohub.reqap.engine.worker`)
 with an OS address-space limit (``--worker-memory`` MiB over the worker's own baseline) and a hard time
 limit (``--worker-timeout``), so a tree that escapes the engine's own budgets ends that question only;
 ``--in-process`` turns this off (debugging, profiling).
@@ -30,7 +33,9 @@ from datetime import date
 from pathlib import Path
 from typing import Any
 
-__all__ = ["add_cli", "render_tree", "run_ask", "run_evaluate", "run_execute"]
+from convohub.reqap.release.models import DEFAULT_HUB
+
+__all__ = ["add_cli", "render_tree", "run_ask", "run_distill", "run_evaluate", "run_execute"]
 
 _EXAMPLE = ('APPLY(l=FILTER(l=RETRIEVE(query="running workouts"), '
             'filter=lambda attr: attr["workout_type"] == "running"), fct=len)')
@@ -57,12 +62,13 @@ def add_cli(subparsers: Any) -> argparse.ArgumentParser:
     ex.set_defaults(handler=run_execute)
     _add_ask(sub)
     _add_evaluate(sub)
+    _add_distill(sub)
     reqap.set_defaults(handler=lambda args: (reqap.print_help(), 2)[1])
     return reqap
 
 
 def _add_worker(p: argparse.ArgumentParser) -> None:
-    from convohub.reqap.worker import DEFAULT_MEMORY_MB
+    from convohub.reqap.engine.worker import DEFAULT_MEMORY_MB
 
     g = p.add_argument_group("worker limits", "each tree/question runs in a child process under these OS limits; "
                              "a question that exceeds one fails alone and the run goes on")
@@ -80,7 +86,7 @@ def _limits(args: argparse.Namespace, extra_s: float = 0.0) -> Any:
     """The :class:`WorkerLimits` asked for on the command line, or None with --in-process."""
     if args.in_process:
         return None
-    from convohub.reqap.worker import WorkerLimits
+    from convohub.reqap.engine.worker import WorkerLimits
 
     timeout = args.worker_timeout if args.worker_timeout is not None else args.time_budget + 30.0 + extra_s
     return WorkerLimits(memory_mb=args.worker_memory, timeout_s=timeout)
@@ -88,8 +94,8 @@ def _limits(args: argparse.Namespace, extra_s: float = 0.0) -> Any:
 
 def run_execute(args: argparse.Namespace) -> int:
     """Handler of ``reqap execute``."""
-    from convohub.reqap.errors import TreeSyntaxError
-    from convohub.reqap.parse import parse_tree
+    from convohub.reqap.engine.errors import TreeSyntaxError
+    from convohub.reqap.engine.parse import parse_tree
 
     try:
         tree = parse_tree(args.tree)
@@ -98,7 +104,7 @@ def run_execute(args: argparse.Namespace) -> int:
         return 2
     from functools import partial
 
-    from convohub.reqap.worker import execute_setup, execute_tree_task
+    from convohub.reqap.components.build import execute_setup, execute_tree_task
 
     setup = partial(execute_setup, args.dataset, args.persona, args.retriever, args.reference_date,
                     args.time_budget, not args.no_dedup)
@@ -107,8 +113,8 @@ def run_execute(args: argparse.Namespace) -> int:
         if limits is None:
             result = execute_tree_task(setup(), args.tree)
         else:
-            from convohub.reqap.errors import WorkerLimitError
-            from convohub.reqap.worker import Worker
+            from convohub.reqap.engine.errors import WorkerLimitError
+            from convohub.reqap.engine.worker import Worker
 
             with Worker(setup, limits) as worker:
                 try:
@@ -127,18 +133,30 @@ _SYSTEM_HELP = ("reqap: QUD -> operator tree -> engine; rag: retrieve + rank, to
                 "codegen: question + schema -> one DuckDB query over the persona's event tables (default: %(default)s)")
 
 
-def _add_components(p: argparse.ArgumentParser) -> None:
-    p.add_argument("--dataset", type=Path, required=True, help="built PerQA dataset folder (data/observable_events)")
+def _add_components(p: argparse.ArgumentParser, dataset_required: bool = True) -> None:
+    p.add_argument("--dataset", type=Path, required=dataset_required,
+                   help="built PerQA dataset folder (data/observable_events)")
     p.add_argument("--system", choices=["reqap", "rag", "codegen"], default="reqap", help=_SYSTEM_HELP)
-    p.add_argument("--decomposer", default=None, metavar="SPEC",
-                   help="required with --system reqap, named on purpose: sft:PATH (trained QUD model), icl (ICL "
-                        "QUD over --llm) or gold (ORACLE: the gold tree of the question's template)")
-    p.add_argument("--retriever", default="bm25", metavar="SPEC",
-                   help="bm25, oracle (ORACLE: gold-tree query oracle), all, ce:PATH (trained cross-encoders); "
-                        "also ranks RAG's events (default: %(default)s)")
-    p.add_argument("--extractor", default=None, metavar="SPEC",
-                   help="required with --system reqap: model:PATH (trained EXTRACT model) or lookup (rule "
-                        "stand-in: reads the attribute by key)")
+    g = p.add_argument_group("components", "without these flags the trained chain runs: QUD (SFT) -> RETRIEVE "
+                             "(BM25, then the patterns and events cross-encoders) -> EXTRACT, with the models of "
+                             "the release in --hub")
+    g.add_argument("--decomposer", default=None, metavar="SPEC",
+                   help="sft:DIR (trained QUD model), icl (ICL QUD over --llm), trees:FILE (fixed trees) or gold "
+                        "(ORACLE: the gold tree of the question's template) (default: the release's QUD model)")
+    g.add_argument("--retriever", default=None, metavar="SPEC",
+                   help="ce:DIR[,DIR] (trained cross-encoders), bm25, all, or oracle (ORACLE: gold-tree query "
+                        "oracle); also ranks RAG's events (default: the release's two cross-encoders)")
+    g.add_argument("--extractor", default=None, metavar="SPEC",
+                   help="model:DIR (trained EXTRACT model) or lookup (stand-in: reads the attribute by key) "
+                        "(default: the release's EXTRACT model)")
+    g.add_argument("--hub", type=Path, default=DEFAULT_HUB,
+                   help="local hub root of a release (`convohub release --out`) holding the trained models "
+                        "(default: %(default)s)")
+    g.add_argument("--namespace", default=None,
+                   help="namespace of the release's models (default: convohub); when --hub lacks them they are "
+                        "downloaded from the Hub repositories NAMESPACE/reqap-*")
+    g.add_argument("--profile", choices=["tiny", "paper"], default=None,
+                   help="which release profile's models (default: tiny if present, else paper)")
     p.add_argument("--llm", metavar="SPEC", help="LLM for icl/rag/codegen: endpoint:URL#MODEL, URL#MODEL or "
                    "local:PATH (default: $CONVOHUB_LLM_BASE_URL)")
     p.add_argument("--llm-model", help="model name for an endpoint spec without #MODEL ($CONVOHUB_LLM_MODEL)")
@@ -167,8 +185,12 @@ def _add_evaluate(sub: Any) -> None:
     p = sub.add_parser("evaluate", help="Hit@1 / Rlx-Hit@1 of a system on a PerQA split",
                        description="Score a system on a PerQA split with the hit_at_1 metric: overall, per "
                                    "category (ordering, grouping, temporal, aggregation, join, multi-source), "
-                                   "failure counts and (reqap) error attribution to tree / retrieve / extract.")
-    _add_components(p)
+                                   "failure counts and (reqap) error attribution to tree / retrieve / extract. "
+                                   "With --compare, McNemar's test between two earlier runs instead.")
+    _add_components(p, dataset_required=False)
+    p.add_argument("--compare", nargs=2, type=Path, metavar=("RUN_A", "RUN_B"),
+                   help="McNemar's test between two runs' per-question hits (their --out folders or "
+                        "results.json files), e.g. ReQAP against a baseline; nothing is evaluated")
     p.add_argument("--split", default="test", help="split to evaluate (default: %(default)s)")
     p.add_argument("--persona", help="only this persona")
     p.add_argument("--limit", type=int, help="at most N questions")
@@ -181,17 +203,116 @@ def _add_evaluate(sub: Any) -> None:
     p.set_defaults(handler=run_evaluate)
 
 
+def _resolve(args: argparse.Namespace) -> str | None:
+    """Fill the component flags left out with the trained models of the release (``--hub``/``--namespace``);
+    returns where they came from (None when every component was named). Raises
+    :class:`~convohub.reqap.release.models.MissingRelease` saying what to build or pass."""
+    used = {"reqap": ("decomposer", "retriever", "extractor"), "rag": ("retriever",)}.get(args.system, ())
+    if all(getattr(args, k) is not None for k in used):
+        return None
+    from convohub.reqap.release.models import find_release_models
+
+    release = find_release_models(args.hub, args.namespace, args.profile)
+    for kind, spec in release.specs().items():
+        if kind in used and getattr(args, kind) is None:
+            setattr(args, kind, spec)
+    return f"{release.source} (profile {release.profile})"
+
+
+def _add_distill(sub: Any) -> None:
+    p = sub.add_parser("distill", help="QUD training pairs distilled from an LLM (the paper's path)",
+                       description="In-context QUD with a teacher LLM over the train/dev questions; each question's "
+                                   "candidate trees are executed (BM25 + key lookup) and the trees whose answer "
+                                   "matches the gold answer are kept (else within 10%%, then 20%%, then any tree "
+                                   "that ran); one training pair per decomposition step, de-duplicated. The JSONL "
+                                   "feeds training/reqap_qud (--pairs_path); counts go to OUT.stats.json.")
+    p.add_argument("--dataset", type=Path, required=True, help="built PerQA dataset folder")
+    p.add_argument("--out", type=Path, required=True, help="JSONL of step pairs to write")
+    p.add_argument("--splits", nargs="+", default=["train", "dev"], help="question splits (default: %(default)s)")
+    p.add_argument("--llm", metavar="SPEC", help="teacher LLM: endpoint:URL#MODEL, URL#MODEL, local:PATH or smollm2 "
+                   "(the offline local model) (default: $CONVOHUB_LLM_BASE_URL)")
+    p.add_argument("--llm-model", help="model name for an endpoint spec without #MODEL ($CONVOHUB_LLM_MODEL)")
+    p.add_argument("--llm-cache", type=Path, help="response cache folder ($CONVOHUB_LLM_CACHE_DIR)")
+    p.add_argument("--options", type=int, default=3, help="alternatives sampled per step (default: %(default)s)")
+    p.add_argument("--max-trees", type=int, default=20, help="candidate trees executed per question (default: "
+                   "%(default)s)")
+    p.add_argument("--max-questions", type=int, help="at most N questions (default: all)")
+    p.add_argument("--time-budget", type=float, default=60.0, help="seconds per tree (default: %(default)s)")
+    p.add_argument("--retrieve-out", type=Path, metavar="DIR",
+                   help="also write RETRIEVE cross-encoder examples (events.jsonl, patterns.jsonl) from the kept "
+                        "trees' RETRIEVE calls, gold events found by running each question's SQL (simple SQL "
+                        "only) over the canonical tables")
+    p.set_defaults(handler=run_distill)
+
+
+def run_distill(args: argparse.Namespace) -> int:
+    """Handler of ``reqap distill``."""
+    from convohub.llm import backend_from_env, make_backend
+    from convohub.reqap.components.qud import ICLDecomposer
+    from convohub.reqap.data.qud import distill_pairs, write_pairs
+
+    try:
+        if args.llm:
+            backend = make_backend(args.llm, model=args.llm_model, cache_dir=args.llm_cache)
+        else:
+            backend = backend_from_env(**({"cache_dir": args.llm_cache} if args.llm_cache else {}))
+        if backend is None:
+            raise ValueError("reqap distill needs a teacher LLM: --llm endpoint:URL#MODEL (or CONVOHUB_LLM_BASE_URL), "
+                             "or --llm smollm2 for the offline local model")
+        decomposer = ICLDecomposer(backend, n_options=args.options)
+        kept: dict[str, list[str]] = {}
+        pairs, stats = distill_pairs(decomposer, args.dataset, tuple(args.splits), max_questions=args.max_questions,
+                                     max_trees_per_question=args.max_trees, time_budget=args.time_budget,
+                                     kept_trees=kept)
+    except (ValueError, FileNotFoundError, KeyError) as err:
+        print(f"error: {err}", file=sys.stderr)
+        return 2
+    path = write_pairs(pairs, args.out, stats)
+    if args.retrieve_out:
+        print(_write_retrieve_examples(args.dataset, tuple(args.splits), kept, args.retrieve_out))
+    kept = {k: v for k, v in stats.items() if k.startswith("kept_")}
+    print(f"{stats.get('questions', 0)} questions: kept {kept or 'none'}, no tree {stats.get('no_tree', 0)}, "
+          f"no tree ran {stats.get('no_tree_ran', 0)}; {len(pairs)} step pairs -> {path} (teacher: "
+          f"{getattr(backend, 'name', type(backend).__name__)})")
+    return 0 if pairs else 1
+
+
+def _write_retrieve_examples(dataset: Path, splits: tuple[str, ...], kept: dict[str, list[str]], out: Path) -> str:
+    """RETRIEVE examples of the distilled trees (:func:`convohub.reqap.data.retrieve.sql_calls`) as JSONL."""
+    import itertools
+
+    from convohub.hub import atomic_write_text, dump_json
+    from convohub.reqap.data.retrieve import derive, personas_with_questions, sql_calls
+
+    personas = itertools.chain.from_iterable(personas_with_questions(dataset, s) for s in splits)
+    data = derive(personas, calls=sql_calls(kept))
+    for name, examples in (("events", data.events), ("patterns", data.patterns)):
+        atomic_write_text(out / f"{name}.jsonl", "".join(
+            json.dumps({"query": e.query, "text": e.text, "label": e.label, "kind": e.kind}, ensure_ascii=False)
+            + "\n" for e in examples))
+    atomic_write_text(out / "stats.json", dump_json(data.stats))
+    return (f"RETRIEVE examples: {len(data.events)} event, {len(data.patterns)} pattern examples from "
+            f"{data.stats.get('calls_used', 0)} calls -> {out}")
+
+
 def _system_options(args: argparse.Namespace) -> dict[str, Any]:
-    """The keyword arguments of :func:`convohub.reqap.components.build_system` from the parsed flags."""
+    """The keyword arguments of :func:`convohub.reqap.components.build.build_system` from the parsed flags."""
     return {"system": args.system, "dataset": args.dataset, "decomposer": args.decomposer,
             "retriever": args.retriever, "extractor": args.extractor, "llm": args.llm, "llm_model": args.llm_model,
             "llm_cache": args.llm_cache, "top_n": args.top_n, "icl_split": args.icl_split,
             "time_budget": args.time_budget}
 
 
+def _components(args: argparse.Namespace, source: str | None, llm: str | None = None) -> dict[str, Any]:
+    from convohub.reqap.components.build import describe_components
+
+    return describe_components(args.system, decomposer=args.decomposer, retriever=args.retriever,
+                               extractor=args.extractor, llm=llm, source=source)
+
+
 def _build(args: argparse.Namespace) -> tuple[Any, Any]:
     """(system, on_persona callback) from the parsed flags; raises ValueError/FileNotFoundError on bad specs."""
-    from convohub.reqap.components import build_system
+    from convohub.reqap.components.build import build_system
 
     return build_system(**_system_options(args))
 
@@ -200,17 +321,18 @@ def render_tree(tree: str | None) -> str:
     """An operator tree as an indented outline, one operator per line (children below their parent)."""
     if not tree:
         return "(no tree)"
-    from convohub.reqap.parse import parse_tree
-    from convohub.reqap.pipeline import tree_outline
+    from convohub.reqap.engine.parse import parse_tree, tree_outline
 
     return "\n".join("  " * depth + line for depth, line in tree_outline(parse_tree(tree)))
 
 
 def run_ask(args: argparse.Namespace) -> int:
     """Handler of ``reqap ask``."""
-    from convohub.reqap.evaluation import load_persona
+    from convohub.reqap.components.build import header
+    from convohub.reqap.data.perqa import load_persona
 
     try:
+        source = _resolve(args)
         system, on_persona = _build(args)
         store, questions, _ = load_persona(args.dataset, args.persona, canonical=False)
     except (ValueError, FileNotFoundError, KeyError) as err:
@@ -218,8 +340,9 @@ def run_ask(args: argparse.Namespace) -> int:
         return 2
     on_persona(args.persona, questions)
     result = system.answer(args.question, store, args.reference_date)
+    components = _components(args, source, getattr(getattr(system, "backend", None), "name", None))
     if args.json:
-        print(json.dumps(result.to_dict(), ensure_ascii=False, indent=2, default=str))
+        print(json.dumps({**result.to_dict(), "components": components}, ensure_ascii=False, indent=2, default=str))
         return 0 if result.error is None else 1
     print(f"answer: {json.dumps(result.answer, ensure_ascii=False, default=str)}")
     if result.error:
@@ -234,6 +357,7 @@ def run_ask(args: argparse.Namespace) -> int:
     else:
         print(f"sql: {result.sql}" if args.system == "codegen" else f"events given: {len(result.event_ids)}")
         print(f"llm output: {result.output.strip()[:500]}")
+    print(f"components:\n  {header(components).replace(chr(10), chr(10) + '  ')}")
     return 0 if result.error is None else 1
 
 
@@ -241,14 +365,26 @@ def run_evaluate(args: argparse.Namespace) -> int:
     """Handler of ``reqap evaluate``."""
     from functools import partial
 
-    from convohub.reqap.components import build_system
-    from convohub.reqap.evaluation import evaluate, format_results
+    from convohub.reqap.components.build import build_system, header
+    from convohub.reqap.release.evaluation import compare_runs, evaluate, format_comparison, format_results
 
+    if args.compare:
+        try:
+            print(format_comparison(compare_runs(*args.compare)))
+        except (ValueError, FileNotFoundError) as err:
+            print(f"error: {err}", file=sys.stderr)
+            return 2
+        return 0
+    if args.dataset is None:
+        print("error: reqap evaluate needs --dataset (or --compare RUN_A RUN_B)", file=sys.stderr)
+        return 2
     attribution = not args.no_attribution and args.system == "reqap"
     limits = _limits(args, extra_s=360.0 if attribution else 0.0)
-    describe = {"system": args.system, "decomposer": args.decomposer, "retriever": args.retriever,
-                "extractor": args.extractor, "llm": None}
     try:
+        source = _resolve(args)
+        describe = _components(args, source)
+        print(f"{'ORACLE ' if describe['oracle'] else ''}{args.system} on {args.split}\n{header(describe)}\n",
+              flush=True)
         if limits is None:
             system, on_persona = _build(args)
             describe["llm"] = getattr(getattr(system, "backend", None), "name", None)

@@ -17,11 +17,13 @@ from datetime import date, datetime
 from pathlib import Path
 from typing import Any
 
-from convohub.reqap.events import EventStore
-from convohub.reqap.executor import REFERENCE_DATE
+from convohub.reqap.engine.events import EventStore
+from convohub.reqap.engine.executor import REFERENCE_DATE
 
-__all__ = ["OBS_COLUMNS", "TRACE_HEADERS", "ask", "events_from_csv", "events_from_ics", "example_questions",
-           "export_space", "resolve_folder", "tree_markdown", "tree_picture"]
+__all__ = [
+    "SPEC_ENV", "component_specs", "OBS_COLUMNS", "TRACE_HEADERS", "ask", "events_from_csv", "events_from_ics", "example_questions",
+    "export_space", "resolve_folder", "tree_markdown", "tree_picture"
+]
 
 SPACE_NAME = "reqap-demo"
 OBS_COLUMNS = ("id", "structured_event_id", "start_date", "start_time", "end_date", "end_time", "event_type",
@@ -40,6 +42,29 @@ def resolve_folder(spec: str | None, repo_type: str) -> Path | None:
     from huggingface_hub import snapshot_download
 
     return Path(snapshot_download(spec, repo_type=repo_type))
+
+
+#: Environment variables naming a component spec, as the CLI's --decomposer/--retriever/--extractor do.
+SPEC_ENV = {"decomposer": "CONVOHUB_DECOMPOSER", "retriever": "CONVOHUB_RETRIEVER", "extractor": "CONVOHUB_EXTRACTOR"}
+
+
+def component_specs(environ: Mapping[str, str]) -> tuple[dict[str, str], str | None]:
+    """(decomposer/retriever/extractor specs, where the trained models came from) for the Space.
+
+    The same defaults as ``convohub reqap ask``: every component not named in :data:`SPEC_ENV` is the
+    release's trained model, from the local hub root ``CONVOHUB_HUB`` (default ``hub_release``) or the
+    Hub namespace ``CONVOHUB_NAMESPACE`` (default ``convohub`` when running as a Hub Space, where the
+    models are downloaded). Raises :class:`~convohub.reqap.release.models.MissingRelease` when a
+    trained model is needed and none is found.
+    """
+    specs = {kind: environ[var] for kind, var in SPEC_ENV.items() if environ.get(var)}
+    if len(specs) == len(SPEC_ENV):
+        return specs, None
+    from convohub.reqap.release.models import DEFAULT_HUB, find_release_models
+
+    namespace = environ.get("CONVOHUB_NAMESPACE") or ("convohub" if environ.get("SPACE_ID") else None)
+    release = find_release_models(environ.get("CONVOHUB_HUB") or DEFAULT_HUB, namespace)
+    return {**release.specs(), **specs}, f"{release.source} (profile {release.profile})"
 
 
 def events_from_csv(path: str | Path) -> EventStore:
@@ -111,8 +136,7 @@ def tree_picture(tree: str | None) -> str:
 
     if not tree:
         return tree_svg([])
-    from convohub.reqap.parse import parse_tree
-    from convohub.reqap.pipeline import tree_outline
+    from convohub.reqap.engine.parse import parse_tree, tree_outline
 
     return tree_svg(tree_outline(parse_tree(tree)))
 
@@ -141,8 +165,8 @@ def ask(system: Any, question: str, store: EventStore, reference_date: date = RE
 
 def example_questions(dataset_dir: Path, split: str = "test", n: int = 6) -> list[tuple[str, str]]:
     """(persona, question) examples that the gold-tree oracle can decompose, one per template."""
-    from convohub.reqap.gold_trees import gold_tree_or_none
-    from convohub.reqap.qud_data import load_questions
+    from convohub.reqap.data.gold import gold_tree_or_none
+    from convohub.reqap.data.perqa import load_questions
 
     out: list[tuple[str, str]] = []
     templates: set[str] = set()

@@ -13,12 +13,12 @@ from typing import Any
 
 from convohub.model_spec import release_steps
 from convohub.registry import Step, System
-from convohub.reqap import extract_model, qud_model, retrieve_model
+from convohub.reqap.release import extract, qud, retrieve
 
 #: In release order (the event retriever's evaluation uses the pattern model trained before it). The QUD
 #: model is measured with the BM25 first stage and the lookup extractor in the engine: the tiny
 #: cross-encoders recall less than BM25 (see their cards).
-MODELS = (extract_model.SPEC, retrieve_model.PATTERNS, retrieve_model.EVENTS, qud_model.SPEC)
+MODELS = (extract.SPEC, retrieve.PATTERNS, retrieve.EVENTS, qud.SPEC)
 
 
 def _perqa_dir(ctx: Any) -> Path:

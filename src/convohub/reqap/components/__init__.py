@@ -1,0 +1,1 @@
+"""ReQAP's components over the engine: QUD decomposers, retrievers, extractors, the pipeline, the baselines."""

@@ -1,0 +1,149 @@
+"""The trained chain as the default of ``reqap ask|evaluate``: models found in a release folder, every
+component named in the header and results, ORACLE said where used, RAG's top N by cross-encoder score,
+McNemar's test between two runs.
+
+The release folder here holds random tiny models in the release's repository layout (plumbing: the real
+trained models come from ``convohub release``; their quality is measured by the release, not here)."""
+
+from __future__ import annotations
+
+import json
+import shutil
+from collections.abc import Sequence
+from datetime import date
+from pathlib import Path
+
+import pytest
+
+from convohub.cli import main
+from convohub.hub import HubTarget
+from convohub.perqa import PerQAConfig, build_perqa, generate_perqa
+from convohub.reqap import EventStore
+from convohub.reqap.components.baselines import RAGBaseline
+from convohub.reqap.components.retrieve import CrossEncoderRetriever
+from convohub.reqap.release.evaluation import compare_runs, mcnemar
+from convohub.reqap.release.models import MissingRelease, find_release_models
+from convohub.tiny import tiny_model
+
+ROOT = Path(__file__).resolve().parents[1]
+TV_HOURS = "How many hours have I spent watching TV series altogether?"
+TINY_REPOS = {"reqap-qud-tiny": "causal", "reqap-retrieve-events-tiny": "cross-encoder-2",
+              "reqap-retrieve-patterns-tiny": "cross-encoder-3", "reqap-extract-tiny": "seq2seq"}
+
+
+@pytest.fixture(scope="module")
+def dataset(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    data = generate_perqa(PerQAConfig(n_personas=3, start_date=date(2024, 3, 1), seed=0, max_instances=1))
+    return build_perqa(HubTarget(tmp_path_factory.mktemp("hub")), ROOT, data=data)
+
+
+@pytest.fixture(scope="module")
+def release(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """A hub root laid out like `convohub release --out` writes it, with tiny random models."""
+    hub = tmp_path_factory.mktemp("release")
+    for repo, kind in TINY_REPOS.items():
+        shutil.copytree(tiny_model(kind), hub / "models" / "convohub" / repo)
+    # short steps, as a trained QUD folder's saved limits would say (a random model never stops by itself)
+    (hub / "models" / "convohub" / "reqap-qud-tiny" / "qud_config.json").write_text(
+        json.dumps({"max_new_tokens": 8, "max_input_tokens": 200}))
+    return hub
+
+
+def test_release_models_are_found_by_profile_and_missing_ones_named(release: Path, tmp_path: Path) -> None:
+    found = find_release_models(release)
+    assert found.profile == "tiny" and found.qud.name == "reqap-qud-tiny"
+    assert found.specs()["retriever"] == f"ce:{found.events},{found.patterns}"
+    with pytest.raises(MissingRelease, match="reqap-extract-bart-base"):  # the paper profile is not built
+        find_release_models(release, profile="paper")
+    with pytest.raises(MissingRelease, match=r"convohub release --only perqa reqap --out .*--hub"):
+        find_release_models(tmp_path / "nothing")
+    with pytest.raises(MissingRelease, match="Hub repositories my-org/"):  # offline: the Hub is not reached
+        find_release_models(tmp_path / "nothing", namespace="my-org")
+
+
+def test_evaluate_runs_the_trained_chain_by_default(dataset: Path, release: Path, tmp_path: Path,
+                                                     capsys: pytest.CaptureFixture[str]) -> None:
+    out = tmp_path / "chain"
+    assert main(["reqap", "evaluate", "--dataset", str(dataset), "--split", "test", "--limit", "2", "--hub",
+                 str(release), "--out", str(out), "--in-process", "--no-attribution", "--time-budget", "20"]) == 0
+    printed = capsys.readouterr().out
+    head = printed.split("\n\n")[0].splitlines()
+    assert head[0] == "reqap on test" and "ORACLE" not in printed
+    assert head[1].startswith("QUD: trained QUD model ") and "reqap-qud-tiny" in head[1]
+    assert head[2].startswith("RETRIEVE: BM25 first stage -> patterns cross-encoder -> events cross-encoder")
+    assert head[3].startswith("EXTRACT: trained EXTRACT model ") and "reqap-extract-tiny" in head[3]
+    assert head[4] == f"trained models from: local hub root {release} (profile tiny)"
+    results = json.loads((out / "results.json").read_text())
+    components = results["components"]
+    assert results["oracle"] is False and components["oracle"] == []
+    assert components["decomposer"].startswith("sft:") and components["extractor"].startswith("model:")
+    assert components["retriever"].count(",") == 1 and results["n"] == 2
+
+    # ask takes the same defaults and says what it ran
+    assert main(["reqap", "ask", "--dataset", str(dataset), "--persona", "test_persona_0", "--hub", str(release),
+                 "--time-budget", "20", "--json", TV_HOURS]) in (0, 1)
+    answer = json.loads(capsys.readouterr().out)
+    assert answer["components"]["labels"] == components["labels"]
+
+
+class _KeywordModel:
+    """A stand-in event cross-encoder: relevance = how many query words the event text holds."""
+
+    def __init__(self) -> None:
+        self.calls = 0
+
+    def classify(self, pairs: Sequence[tuple[str, str]]) -> list[str]:
+        return ["relevant" if p > 0.5 else "irrelevant" for p in self.probabilities(pairs, "relevant")]
+
+    def probabilities(self, pairs: Sequence[tuple[str, str]], label: str) -> list[float]:
+        self.calls += 1
+        return [sum(w in text.lower() for w in query.lower().split()) / 10 for query, text in pairs]
+
+
+def test_rag_keeps_the_top_n_by_cross_encoder_score() -> None:
+    records = [{"id": f"e{i}", "start_date": f"2024-01-{i + 1:02d}", "event_type": "mail",
+                "event_data": {"subject": "tennis" + (" racket shop" if i >= 7 else ""), "text": "hello"}}
+               for i in range(10)]
+    store = EventStore.from_records(records)
+    retriever = CrossEncoderRetriever(_KeywordModel(), None)
+    assert retriever.rank("tennis racket shop", store)[:3] == ["e7", "e8", "e9"]  # by score, not by time
+
+    class Echo:
+        name = "echo"
+
+        def chat(self, requests):  # noqa: ANN001 - the ChatBackend protocol, reduced to what RAG calls
+            from convohub.llm import ChatResponse
+
+            return [ChatResponse(text='{"answer": 1}') for _ in requests]
+
+    rag = RAGBaseline(Echo(), retriever, top_n=3)
+    result = rag.answer("tennis racket shop", store)
+    assert result.event_ids == ["e7", "e8", "e9"]
+
+
+def test_mcnemar_matches_the_exact_binomial_test() -> None:
+    result = mcnemar([True] * 10 + [False] * 5 + [True] * 3, [False] * 10 + [True] * 5 + [True] * 3)
+    assert (result["only_a"], result["only_b"], result["both"], result["neither"]) == (10, 5, 3, 0)
+    from scipy.stats import binomtest
+
+    assert result["p_value"] == pytest.approx(binomtest(10, 15, 0.5).pvalue)
+    assert result["chi2"] == pytest.approx((abs(10 - 5) - 1) ** 2 / 15)
+    assert mcnemar([True, False], [True, False])["p_value"] == 1.0
+    with pytest.raises(ValueError, match="same questions"):
+        mcnemar([True], [True, False])
+
+
+def test_evaluate_compare_prints_mcnemar(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    runs = {}
+    for name, hits in (("reqap", [1, 1, 1, 1, 1, 1, 0, 1]), ("rag", [0, 0, 0, 0, 0, 1, 0, 1])):
+        folder = tmp_path / name
+        folder.mkdir()
+        (folder / "results.json").write_text(json.dumps({"system": name, "components": {"oracle": []}}))
+        (folder / "predictions.jsonl").write_text("".join(json.dumps({"id": f"q{i}", "hit": bool(h)}) + "\n"
+                                                          for i, h in enumerate(hits)))
+        runs[name] = folder
+    assert main(["reqap", "evaluate", "--compare", str(runs["reqap"] / "results.json"), str(runs["rag"])]) == 0
+    printed = capsys.readouterr().out
+    assert "McNemar's test on 8 shared questions" in printed and "| A: reqap | 0.8750 |" in printed
+    assert compare_runs(runs["reqap"], runs["rag"])["p_value"] == pytest.approx(0.0625)
+    assert main(["reqap", "evaluate", "--compare", str(runs["reqap"]), str(tmp_path / "nope")]) == 2
