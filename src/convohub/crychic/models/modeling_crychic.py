@@ -31,7 +31,15 @@ from .configuration_crychic import (
     CrychicFollowUpJudgeConfig,
     CrychicIFQCConfig,
     CrychicSimplifierConfig,
+    CustomEncoderConfig,
+    custom_encoder_class,
+    is_custom_encoder,
 )
+
+
+def _is_custom(encoder_config: object) -> bool:
+    return is_custom_encoder({"model_type": getattr(encoder_config, "model_type", None),
+                              "auto_map": getattr(encoder_config, "auto_map", None)})
 
 
 class CrychicMLPHead(nn.Module):
@@ -59,7 +67,31 @@ class CrychicPreTrainedModel(PreTrainedModel):
     supports_gradient_checkpointing = False
 
     def _build_encoder(self, config: CrychicEncoderConfig) -> nn.Module:
-        return AutoModel.from_config(config.encoder_config)
+        """The encoder network (random weights; loading fills them). A custom-code encoder (gte) is built from
+        its own classes: read from the folder being loaded (``config.name_or_path``), where ``save_pretrained``
+        put its code, or, from :meth:`from_encoder`, from the encoder's own folder or repository."""
+        encoder = config.encoder_config
+        # by model type, not isinstance: loaded as remote code, this file and the configuration file are
+        # imported under different module hashes, so the class objects differ
+        if type(encoder).model_type == CustomEncoderConfig.model_type:
+            source = config.name_or_path
+            encoder = config.encoder_config = encoder.resolve(source)
+        elif _is_custom(encoder):
+            source = encoder.name_or_path
+        else:
+            return AutoModel.from_config(encoder)
+        return custom_encoder_class(encoder.auto_map, "AutoModel", source)._from_config(encoder)
+
+    def save_pretrained(self, save_directory, *args, **kwargs) -> None:
+        """``PreTrainedModel.save_pretrained``, plus the code of a custom-code encoder (its modeling and
+        configuration files, with their relative imports) copied into the folder, where ``config.json``'s
+        nested ``auto_map`` points."""
+        super().save_pretrained(save_directory, *args, **kwargs)
+        if kwargs.get("is_main_process", True) and _is_custom(self.config.encoder_config):
+            from transformers.dynamic_module_utils import custom_object_save
+
+            custom_object_save(self.encoder, save_directory)
+            custom_object_save(self.config.encoder_config, save_directory)
 
     def _init_weights(self, module: nn.Module) -> None:
         # The encoder is a PreTrainedModel and initialises its own modules; this sees only the head's. The
