@@ -1,5 +1,6 @@
 """``convohub crychic evaluate``: score CRyCHIc (or an ablation, or a baseline) on a WildChatTree folder;
-``convohub crychic training-data``: build the three models' training data (:mod:`convohub.crychic.training_data`).
+``convohub crychic training-data``: build the three models' training data (:mod:`convohub.crychic.training_data`);
+``convohub tree reconstruct CONVERSATION.json``: one conversation's tree, turn by turn, with the reasons.
 
 Either the three model folders (``--ifqc``, ``--simplifier``, ``--judge``; ``--ablate ifqc`` or
 ``--ablate simplifier`` leaves one out, as in the paper's ablations) or ``--baseline``; nothing is chosen
@@ -85,6 +86,150 @@ def run_training_data(args: argparse.Namespace) -> int:
     return 0
 
 
+TREE_HELP = """Reconstruct one conversation's tree with the release's CRyCHIc models and say, per turn, which
+earlier turn it builds on (its parent; "root" when none) and why: the module that decided (history,
+ifqc, simplifier or judge) and its score (IFQC: probability of an implicit follow-up; simplifier: the
+deciding label's probability; judge: the best candidate's parent probability, a root below 0.4).
+
+CONVERSATION.json is a WildChat-style list of {"role", "content"} messages (the last prompt may be
+unanswered), a WildChat row ({"conversation": [...]}), or one WildChatTree record ({"conversation_id",
+"turns": [{turn_index, user_prompt, assistant_response, parent}]}), whose gold parents are then shown
+beside the reconstructed ones; a .jsonl file or list of records needs --id.
+
+Models: the crychic-{ifqc,simplifier,judge}-<profile> folders of a local release (--hub, default
+./hub_release, made by `convohub release --only crychic`), or downloaded from the Hub with --namespace ORG
+(and no --hub).
+
+Examples:
+  convohub tree reconstruct chat.json
+  convohub tree reconstruct chat.json --json
+  convohub tree reconstruct chat.json --history 5
+  convohub tree reconstruct trees.jsonl --id mixmc-0003 --hub /data/hub_release
+"""
+
+
+def _models(args: argparse.Namespace) -> dict[str, Path]:
+    from convohub.crychic.published import hub_models, local_models
+    from convohub.hub import DEFAULT_NAMESPACE
+
+    if args.hub is None and args.namespace:
+        return hub_models(args.namespace, args.profile)
+    from convohub.cli import DEFAULT_OUT
+
+    return local_models(args.hub or DEFAULT_OUT, args.namespace or DEFAULT_NAMESPACE, args.profile)
+
+
+def _short(text: str, width: int) -> str:
+    text = " ".join(text.split())
+    return text if len(text) <= width else text[: width - 1] + "…"
+
+
+def _parent(parent: int | None) -> str:
+    return "-" if parent is None else "root" if parent == -1 else str(parent)
+
+
+def format_decisions(builder: Any, gold: list[int] | None) -> str:
+    """One line per turn: parent (and the gold parent, x where they differ), module, score, rule, the prompt."""
+    lines = [f"{'turn':>4}  {'parent':>6}" + (f"  {'gold':>6}" if gold else "")
+             + f"  {'module':<10} {'score':>6}  {'rule':<22} prompt"]
+    for turn in builder.turns:
+        d = turn.decision
+        score = "-" if d.score is None else f"{d.score:.3f}"
+        mark = ""
+        if gold:
+            mark = f"  {_parent(gold[turn.index]):>4} {'x' if gold[turn.index] != d.parent else ' '}"
+        lines.append(f"{turn.index:>4}  {_parent(d.parent):>6}{mark}  {d.module:<10} {score:>6}  {d.rule:<22} "
+                     f"{_short(turn.prompt, 60)}")
+    return "\n".join(lines)
+
+
+def format_history(builder: Any, turn_index: int) -> str:
+    """The filtered history of a turn (its ancestors, oldest first) and the turn's own prompt."""
+    turn = builder.turns[turn_index]
+    history = builder.filtered_history(turn_index)
+    kept = f"{len(history)} of {turn_index} earlier turn(s)"
+    lines = [f"filtered history of turn {turn_index} ({kept}; parent {_parent(turn.parent)}, decided by "
+             f"{turn.decision.module}): what an LLM would receive with the prompt", ""]
+    for earlier in history:
+        lines += [f"[turn {earlier.index}] user: {earlier.prompt}", f"[turn {earlier.index}] assistant: {earlier.response}",
+                  ""]
+    lines.append(f"[turn {turn_index}] user (the prompt): {turn.prompt}")
+    return "\n".join(lines)
+
+
+def run_tree_reconstruct(args: argparse.Namespace) -> int:
+    from convohub.crychic.conversation_input import ConversationInputError, read_conversation_file
+    from convohub.crychic.published import ModelsNotFound
+
+    try:
+        conversation = read_conversation_file(args.conversation, args.id)
+    except ConversationInputError as exc:
+        raise SystemExit(f"convohub tree reconstruct: {exc}") from None
+    n = len(conversation.exchanges)
+    if args.history is not None and not 0 <= args.history < n:
+        raise SystemExit(f"convohub tree reconstruct: --history {args.history}: {args.conversation} has {n} turn(s), "
+                         f"numbered 0..{n - 1}")
+    try:
+        folders = _models(args)
+    except ModelsNotFound as exc:
+        raise SystemExit(f"convohub tree reconstruct: {exc}") from None
+    from convohub.crychic.components import load_components
+    from convohub.crychic.reconstruct import Crychic, reconstruct
+
+    ifqc, simplifier, judge = load_components(folders["ifqc"], folders["simplifier"], folders["judge"])
+    builder = reconstruct(conversation.exchanges, lambda: Crychic(ifqc=ifqc, simplifier=simplifier, judge=judge))
+    if args.history is not None:
+        if args.json:
+            turn = builder.turns[args.history]
+            payload = {"turn_index": args.history, "parent": turn.parent, "prompt": turn.prompt,
+                       "history": [{"turn_index": t.index, "user_prompt": t.prompt, "assistant_response": t.response}
+                                   for t in builder.filtered_history(args.history)]}
+            print(json.dumps(payload, indent=2, ensure_ascii=False))
+        else:
+            print(format_history(builder, args.history))
+        return 0
+    if args.json:
+        print(json.dumps([d.summary() for d in builder.decisions], indent=2, ensure_ascii=False))
+        return 0
+    print(f"conversation {conversation.conversation_id}: {n} turn(s)"
+          + (", gold parents from the record" if conversation.gold else ""))
+    print("models: " + ", ".join(f"{task}={folder}" for task, folder in folders.items()))
+    print()
+    print(format_decisions(builder, conversation.gold))
+    if conversation.gold:
+        right = sum(g == p for g, p in zip(conversation.gold, builder.parents, strict=True))
+        print(f"\n{right} of {n} parents match the gold tree")
+    return 0
+
+
+def add_tree_cli(subparsers: Any) -> argparse.ArgumentParser:
+    """Add ``tree`` (with ``reconstruct``) to a ``convohub`` subparsers object."""
+    from convohub.cli import DEFAULT_OUT
+
+    parser = subparsers.add_parser("tree", help="chat trees: reconstruct a conversation's parents with CRyCHIc")
+    sub = parser.add_subparsers(dest="tree_command", metavar="ACTION")
+    rc = sub.add_parser("reconstruct", help="each turn's parent and the reason, for one conversation",
+                        description=TREE_HELP, formatter_class=argparse.RawDescriptionHelpFormatter)
+    rc.add_argument("conversation", type=Path, metavar="CONVERSATION.json",
+                    help="messages, a WildChat row, or a WildChatTree record (.json), or records (.jsonl, with --id)")
+    rc.add_argument("--json", action="store_true",
+                    help="print a JSON list of {turn_index, parent, module, score} (parent -1 = root)")
+    rc.add_argument("--history", type=int, default=None, metavar="N",
+                    help="print the filtered history of turn N (its ancestors): what an LLM would receive")
+    rc.add_argument("--id", default=None, metavar="CONVERSATION_ID", help="which record of a file holding several")
+    rc.add_argument("--hub", type=Path, default=None,
+                    help=f"local hub root a release wrote (default: {DEFAULT_OUT}, unless --namespace alone "
+                         "asks for the Hub)")
+    rc.add_argument("--namespace", default=None,
+                    help="Hub user or organisation whose published models to download (alone), or the namespace "
+                         "folder under --hub (default: convohub)")
+    rc.add_argument("--profile", choices=("tiny", "paper"), default="tiny",
+                    help="which release's models: crychic-*-tiny or the paper profile's (default: %(default)s)")
+    rc.set_defaults(handler=run_tree_reconstruct)
+    parser.set_defaults(handler=lambda args: (parser.print_help(), 2)[1])
+    return parser
+
+
 def add_cli(subparsers: Any) -> argparse.ArgumentParser:
     """Add ``crychic`` (with ``evaluate``) to a ``convohub`` subparsers object; returns the ``crychic`` parser."""
     parser = subparsers.add_parser("crychic", help="CRyCHIc chat-tree reconstruction")
@@ -125,4 +270,5 @@ def add_cli(subparsers: Any) -> argparse.ArgumentParser:
     td.add_argument("--seed", type=int, default=0)
     td.set_defaults(handler=run_training_data)
     parser.set_defaults(handler=lambda args: (parser.print_help(), 2)[1])
+    add_tree_cli(subparsers)
     return parser
