@@ -17,6 +17,8 @@ from typing import Any
 from convohub.crychic.reconstruct import BASELINES, THRESHOLD, WINDOW
 
 ABLATIONS = ("ifqc", "simplifier")
+#: the paper's LLM baseline (convohub.crychic.llm_baseline), scored through an LLM backend
+LLM_BASELINE = "llm"
 
 
 def _builder_factory(args: argparse.Namespace) -> tuple[Any, str, dict[str, Any]]:
@@ -24,6 +26,10 @@ def _builder_factory(args: argparse.Namespace) -> tuple[Any, str, dict[str, Any]
     if args.baseline is not None:
         if args.ifqc or args.simplifier or args.judge or args.ablate:
             raise SystemExit("--baseline takes no model folders and no --ablate; give one or the other")
+        if args.baseline == LLM_BASELINE:
+            return _llm_baseline(args)
+        if args.llm or args.llm_scoring:
+            raise SystemExit(f"--llm and --llm-scoring are for --baseline {LLM_BASELINE} only")
         cls = BASELINES[args.baseline]
         return cls, f"baseline: {args.baseline}", {"baseline": args.baseline}
     if args.judge is None:
@@ -50,11 +56,33 @@ def _builder_factory(args: argparse.Namespace) -> tuple[Any, str, dict[str, Any]
     return make, header, components
 
 
+def _llm_baseline(args: argparse.Namespace) -> tuple[Any, str, dict[str, Any]]:
+    """The paper's LLM baseline over the LLM ``--llm`` names (or CONVOHUB_LLM_*); never chosen silently."""
+    from convohub.crychic.llm_baseline import default_scoring, llm_baseline_factory
+    from convohub.llm import backend_from_env, make_backend
+
+    llm = make_backend(args.llm) if args.llm else backend_from_env()
+    if llm is None:
+        raise SystemExit(f"--baseline {LLM_BASELINE} needs an LLM: --llm smollm2 (the offline SmolLM2-135M-Instruct), "
+                         "--llm http://host:8000/v1#model, --llm local:/folder, or CONVOHUB_LLM_BASE_URL")
+    scoring = args.llm_scoring or default_scoring(llm)
+    make = llm_baseline_factory(llm, scoring)
+    header = f"baseline: {LLM_BASELINE} ({llm.model_id}, answers read by {scoring}, window 10, parent at score >= 4)"
+    return make, header, {"baseline": LLM_BASELINE, "llm": llm.model_id, "scoring": scoring}
+
+
 def run_evaluate(args: argparse.Namespace) -> int:
     from convohub.crychic.evaluate import evaluate_trees, format_report, load_trees
 
     make, header, described = _builder_factory(args)
-    result = evaluate_trees(load_trees(args.dataset), make)
+    trees = load_trees(args.dataset)
+    if args.max_conversations:
+        trees = trees[: args.max_conversations]
+    result = evaluate_trees(trees, make)
+    unparsed = getattr(make, "unparsed", None)
+    if unparsed is not None:
+        described["unparsed_answers"] = dict(unparsed)
+        header += f"; answers naming no allowed label / digit: {unparsed['label']} / {unparsed['score']}"
     print(format_report(header, result))
     if args.out is not None:
         args.out.parent.mkdir(parents=True, exist_ok=True)
@@ -119,46 +147,9 @@ def _models(args: argparse.Namespace) -> dict[str, Path]:
     return local_models(args.hub or DEFAULT_OUT, args.namespace or DEFAULT_NAMESPACE, args.profile)
 
 
-def _short(text: str, width: int) -> str:
-    text = " ".join(text.split())
-    return text if len(text) <= width else text[: width - 1] + "…"
-
-
-def _parent(parent: int | None) -> str:
-    return "-" if parent is None else "root" if parent == -1 else str(parent)
-
-
-def format_decisions(builder: Any, gold: list[int] | None) -> str:
-    """One line per turn: parent (and the gold parent, x where they differ), module, score, rule, the prompt."""
-    lines = [f"{'turn':>4}  {'parent':>6}" + (f"  {'gold':>6}" if gold else "")
-             + f"  {'module':<10} {'score':>6}  {'rule':<22} prompt"]
-    for turn in builder.turns:
-        d = turn.decision
-        score = "-" if d.score is None else f"{d.score:.3f}"
-        mark = ""
-        if gold:
-            mark = f"  {_parent(gold[turn.index]):>4} {'x' if gold[turn.index] != d.parent else ' '}"
-        lines.append(f"{turn.index:>4}  {_parent(d.parent):>6}{mark}  {d.module:<10} {score:>6}  {d.rule:<22} "
-                     f"{_short(turn.prompt, 60)}")
-    return "\n".join(lines)
-
-
-def format_history(builder: Any, turn_index: int) -> str:
-    """The filtered history of a turn (its ancestors, oldest first) and the turn's own prompt."""
-    turn = builder.turns[turn_index]
-    history = builder.filtered_history(turn_index)
-    kept = f"{len(history)} of {turn_index} earlier turn(s)"
-    lines = [f"filtered history of turn {turn_index} ({kept}; parent {_parent(turn.parent)}, decided by "
-             f"{turn.decision.module}): what an LLM would receive with the prompt", ""]
-    for earlier in history:
-        lines += [f"[turn {earlier.index}] user: {earlier.prompt}", f"[turn {earlier.index}] assistant: {earlier.response}",
-                  ""]
-    lines.append(f"[turn {turn_index}] user (the prompt): {turn.prompt}")
-    return "\n".join(lines)
-
-
 def run_tree_reconstruct(args: argparse.Namespace) -> int:
     from convohub.crychic.conversation_input import ConversationInputError, read_conversation_file
+    from convohub.crychic.display import format_decisions, format_history
     from convohub.crychic.published import ModelsNotFound
 
     try:
@@ -243,8 +234,16 @@ def add_cli(subparsers: Any) -> argparse.ArgumentParser:
     ev.add_argument("--judge", type=Path, default=None, help="follow-up judge model folder")
     ev.add_argument("--ablate", choices=ABLATIONS, action="append", default=[],
                     help="leave a component out (repeatable; the paper's w/o IFQC and w/o PS rows)")
-    ev.add_argument("--baseline", choices=sorted(BASELINES), default=None,
-                    help="score a baseline instead of models")
+    ev.add_argument("--baseline", choices=sorted([*BASELINES, LLM_BASELINE]), default=None,
+                    help="score a baseline instead of models (llm: the paper's LLM baseline, needs --llm)")
+    ev.add_argument("--llm", default=None, metavar="SPEC",
+                    help="--baseline llm: 'smollm2' (offline SmolLM2-135M-Instruct), 'http://host:8000/v1#model', "
+                         "'local:/folder' (default: CONVOHUB_LLM_BASE_URL/CONVOHUB_LLM_MODEL)")
+    ev.add_argument("--llm-scoring", choices=("generate", "likelihood"), default=None,
+                    help="--baseline llm: read the model's written answers, or a local model's probability of each "
+                         "allowed label / digit (default: likelihood for a local model, generate otherwise)")
+    ev.add_argument("--max-conversations", type=int, default=None, metavar="N",
+                    help="score only the first N test conversations (the LLM baseline is slow)")
     ev.add_argument("--window", type=int, default=WINDOW, help="turns the judge considers (default: %(default)s)")
     ev.add_argument("--threshold", type=float, default=THRESHOLD,
                     help="judge probability a parent must exceed (default: %(default)s)")

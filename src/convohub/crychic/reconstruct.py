@@ -49,6 +49,11 @@ RULES: dict[str, str] = {
     "judge-root": "judge",
     "previous-turn": "baseline",
     "all-roots": "baseline",
+    # the paper's LLM baseline (convohub.crychic.llm_baseline)
+    "llm-information": "llm",
+    "llm-polite": "llm",
+    "llm-parent": "llm",
+    "llm-root": "llm",
 }
 
 
@@ -96,6 +101,11 @@ class TreeBuilder(ABC):
 
     def embed(self, prompt: str, response: str) -> object:
         """What to store with a finished turn; only the judge needs anything."""
+        return None
+
+    def prepare(self, prompts: list[str]) -> None:
+        """Offline reconstruction knows every prompt in advance: a builder whose per-prompt work does not
+        depend on the history (the LLM baseline's whole-prompt labels) may do it here, in one batch."""
         return None
 
     def commit(self, prompt: str, response: str, decision: Decision) -> StoredTurn:
@@ -246,6 +256,7 @@ class Crychic(TreeBuilder):
 def reconstruct(exchanges: list[tuple[str, str]], make_builder: Callable[[], TreeBuilder]) -> TreeBuilder:
     """A fresh builder fed one logged conversation's (prompt, response) pairs in order."""
     builder = make_builder()
+    builder.prepare([prompt for prompt, _ in exchanges])
     for prompt, response in exchanges:
         builder.add_turn(prompt, response)
     return builder
