@@ -280,7 +280,7 @@ def test_cli_evaluates_the_llm_baseline_through_the_named_llm(dataset: Path, tmp
     assert main(["crychic", "evaluate", "--dataset", str(dataset), "--baseline", "llm", "--llm", "scripted",
                  "--max-conversations", "3", "--out", str(out)]) == 0
     header = capsys.readouterr().out.splitlines()[0]
-    assert header.startswith("baseline: llm (scripted-llm, answers read by generate")
+    assert header.startswith("baseline: llm (scripted-llm, answers read by generate, window 10")
     result = json.loads(out.read_text())
     assert result["conversations"] == 3 and result["scoring"] == "generate" and result["llm"] == "scripted-llm"
     # every later turn scores 5 against every candidate: the most recent wins, as the Non-Reconstructing chain

@@ -28,8 +28,8 @@ def _builder_factory(args: argparse.Namespace) -> tuple[Any, str, dict[str, Any]
             raise SystemExit("--baseline takes no model folders and no --ablate; give one or the other")
         if args.baseline == LLM_BASELINE:
             return _llm_baseline(args)
-        if args.llm or args.llm_scoring:
-            raise SystemExit(f"--llm and --llm-scoring are for --baseline {LLM_BASELINE} only")
+        if args.llm or args.llm_scoring or args.llm_uncalibrated:
+            raise SystemExit(f"--llm, --llm-scoring and --llm-uncalibrated are for --baseline {LLM_BASELINE} only")
         cls = BASELINES[args.baseline]
         return cls, f"baseline: {args.baseline}", {"baseline": args.baseline}
     if args.judge is None:
@@ -66,9 +66,11 @@ def _llm_baseline(args: argparse.Namespace) -> tuple[Any, str, dict[str, Any]]:
         raise SystemExit(f"--baseline {LLM_BASELINE} needs an LLM: --llm smollm2 (the offline SmolLM2-135M-Instruct), "
                          "--llm http://host:8000/v1#model, --llm local:/folder, or CONVOHUB_LLM_BASE_URL")
     scoring = args.llm_scoring or default_scoring(llm)
-    make = llm_baseline_factory(llm, scoring)
-    header = f"baseline: {LLM_BASELINE} ({llm.model_id}, answers read by {scoring}, window 10, parent at score >= 4)"
-    return make, header, {"baseline": LLM_BASELINE, "llm": llm.model_id, "scoring": scoring}
+    make = llm_baseline_factory(llm, scoring, calibrate=not args.llm_uncalibrated)
+    how = scoring + (", calibrated" if make.calibrated else "")
+    header = f"baseline: {LLM_BASELINE} ({llm.model_id}, answers read by {how}, window 10, parent at score >= 4)"
+    return make, header, {"baseline": LLM_BASELINE, "llm": llm.model_id, "scoring": scoring,
+                          "calibrated": make.calibrated}
 
 
 def run_evaluate(args: argparse.Namespace) -> int:
@@ -242,6 +244,9 @@ def add_cli(subparsers: Any) -> argparse.ArgumentParser:
     ev.add_argument("--llm-scoring", choices=("generate", "likelihood"), default=None,
                     help="--baseline llm: read the model's written answers, or a local model's probability of each "
                          "allowed label / digit (default: likelihood for a local model, generate otherwise)")
+    ev.add_argument("--llm-uncalibrated", action="store_true",
+                    help="--baseline llm with likelihood: read the raw probabilities (default: calibrated against "
+                         "the model's answer to a content-free 'N/A' request)")
     ev.add_argument("--max-conversations", type=int, default=None, metavar="N",
                     help="score only the first N test conversations (the LLM baseline is slow)")
     ev.add_argument("--window", type=int, default=WINDOW, help="turns the judge considers (default: %(default)s)")
