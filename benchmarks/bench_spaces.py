@@ -10,7 +10,7 @@ every Space, which the apps' queue settings (one worker, up to 128 waiting) are 
 Printed per Space: errors, p50 and p95 latency of the call (seconds, from the client's view: queueing
 included), and the wall time of the burst. Exits non-zero when any request failed.
 
-Run: ``python benchmarks/bench_spaces.py [--clients 50] [--deadline 300] [--only corpus reqap ...]``
+Run: ``python benchmarks/bench_spaces.py [--clients 50] [--deadline 300] [--only corpus reqap crychic ...]``
 (about 80 seconds on two CPU cores). Measured 2026-11-25 on 2 shared cores: 0 errors on all nine Spaces,
 p95 2.9-4.8 s; ``--clients 200`` overflows the 128-place queue (67 "Queue is full" errors on ndcg), which
 shows the bound holds and that this benchmark can fail.
@@ -89,7 +89,7 @@ def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--clients", type=int, default=50, help="concurrent clients per Space (default 50)")
     parser.add_argument("--deadline", type=float, default=300.0, help="seconds allowed per Space's burst")
-    parser.add_argument("--only", nargs="*", help="Space names (corpus, reqap, wildfeedback, metric-<name>)")
+    parser.add_argument("--only", nargs="*", help="Space names (corpus, reqap, wildfeedback, crychic, metric-<name>)")
     args = parser.parse_args(argv)
     if args.clients < 1:
         parser.error("--clients must be >= 1")

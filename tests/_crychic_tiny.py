@@ -4,12 +4,14 @@ predictions mean nothing; tests use them to check shapes, saving, loading and th
 
 from __future__ import annotations
 
+import json
+import shutil
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
 import torch
-from transformers import AutoTokenizer, BertConfig
+from transformers import AutoConfig, AutoModel, AutoTokenizer, BertConfig
 
 from convohub.crychic.models import (
     CrychicFollowUpJudgeConfig,
@@ -62,5 +64,26 @@ def tiny_model(kind: str, seed: int = 0) -> Any:
 def save_tiny(kind: str, folder: Path, seed: int = 0) -> Path:
     """Save a tiny model with its tokenizer, as a trained model folder would be."""
     tiny_model(kind, seed).save_pretrained(folder)
+    tokenizer().save_pretrained(folder)
+    return folder
+
+
+GTE_LIKE_CODE = Path(__file__).parent / "_gte_like"
+
+
+def save_gte_like_encoder(folder: Path, seed: int = 0) -> Path:
+    """A tiny random encoder folder shaped like Alibaba-NLP's gte-*-en-v1.5: model type ``new``, unknown to
+    transformers, its configuration and modeling code in the folder and named by ``auto_map``, so it loads only
+    with ``trust_remote_code=True``; the MiniLM tokenizer beside it."""
+    folder.mkdir(parents=True, exist_ok=True)
+    for name in ("configuration.py", "modeling.py"):
+        shutil.copy(GTE_LIKE_CODE / name, folder / name)
+    fields = {"model_type": "new", "architectures": ["NewModel"], "hidden_size": 16, "num_hidden_layers": 1,
+              "num_attention_heads": 2, "intermediate_size": 32, "vocab_size": 30522,
+              "auto_map": {"AutoConfig": "configuration.NewConfig", "AutoModel": "modeling.NewModel"}}
+    (folder / "config.json").write_text(json.dumps(fields), encoding="utf-8")
+    torch.manual_seed(seed)
+    AutoModel.from_config(AutoConfig.from_pretrained(folder, trust_remote_code=True),
+                          trust_remote_code=True).save_pretrained(folder)
     tokenizer().save_pretrained(folder)
     return folder

@@ -137,7 +137,9 @@ def _crychic(tmp: Path, profile: str, task: str) -> tuple[Path, dict[str, Any]]:
                "recall_implicit": 0.5, "units_implicit": 7}
         return out | ({"auc": 0.625} if task == "judge" else {})
 
-    results: dict[str, Any] = {"task": task, "split": "heldout", "before": measured(0.4286),
+    scored = ({"scored_by": "training run", "reload": {"class": "CrychicIFQCModel", "tensors": 107}} if tiny
+              else {"scored_by": "evaluation"})  # the paper case: a folder trained elsewhere, scored here
+    results: dict[str, Any] = {"task": task, "split": "heldout", "before": measured(0.4286), **scored,
                                "after": measured(0.7857), "base_model": base, "max_steps": 2 if tiny else -1,
                                "training": {"train_examples": 96, "train_seconds": 3.5,
                                             "data_produced_by": "local:HuggingFaceTB/SmolLM2-135M-Instruct"}}
@@ -151,6 +153,12 @@ def _crychic(tmp: Path, profile: str, task: str) -> tuple[Path, dict[str, Any]]:
                    for i, name in enumerate(("Non-Reconstructing", "CRyCHIc w/o PS", "CRyCHIc w/o IFQC", "CRyCHIc"))}
         results["reconstruction"] = {"split": "test", "conversations": 10, "conversations_in_split": 100,
                                      "turns": 56, "judge_architecture": "bi", "systems": systems}
+        if tiny:  # the release's LLM baseline step ran (the paper case: it did not)
+            results["llm_baseline"] = {
+                "llm": "HuggingFaceTB/SmolLM2-135M-Instruct", "scoring": "likelihood", "calibrated": True,
+                "conversations": 4, "conversations_in_split": 100, "turns": 21, "seconds": 30.5, "ms_per_turn": 1452.4,
+                "scores": {"all_turns": scores(0.25), "without_first_turns": scores(0.2)}, "unparsed": {},
+                "crychic": {"scores": {"all_turns": scores(0.45)}, "seconds": 0.4}}
     return _folder(tmp, {"training_args.json": args}), results
 
 

@@ -2,9 +2,9 @@
 
 Shared by tests/test_spaces_browser.py (a real browser) and benchmarks/bench_spaces.py (50 concurrent
 gradio_client clients), so both exercise the same apps on the same inputs. The data is built in seconds:
-the synthetic wildchat-sample dataset (train, validation and test splits), a three-persona PerQA, and
-convohub's randomly initialised tiny causal LM standing in for trained models (the Spaces' plumbing and
-pictures are under test here, not model quality).
+the synthetic wildchat-sample dataset (train, validation and test splits), a three-persona PerQA,
+WildChatTree, and convohub's randomly initialised tiny models standing in for trained ones (the Spaces'
+plumbing and pictures are under test here, not model quality).
 """
 
 from __future__ import annotations
@@ -44,7 +44,22 @@ def build_data(root: Path) -> dict[str, Path]:
         raise RuntimeError("building wildchat-sample failed")
     perqa = generate_perqa(PerQAConfig(n_personas=3, start_date=date(2024, 6, 1), seed=1, max_instances=1))
     return {"wildchat-sample": (root / "corpus" / "datasets" / "convohub" / "wildchat-sample").resolve(),
-            "perqa": build_perqa(HubTarget(root / "reqap"), ROOT, data=perqa).resolve()}
+            "perqa": build_perqa(HubTarget(root / "reqap"), ROOT, data=perqa).resolve(),
+            "crychic": build_crychic_data(root / "crychic")}
+
+
+def build_crychic_data(root: Path) -> Path:
+    """A hub root as a CRyCHIc release lays it out: the WildChatTree test split and the three models (tiny
+    random ones, ``tests/_crychic_tiny.py``: the Space's plumbing and pictures are under test, not quality)."""
+    from _crychic_tiny import save_tiny
+
+    from convohub.cli import main
+
+    if main(["datasets", "build", "wildchat-tree", "--out", str(root)]):
+        raise RuntimeError("building wildchat-tree failed")
+    for task, kind in (("ifqc", "ifqc"), ("simplifier", "simplifier"), ("judge", "judge-bi")):
+        save_tiny(kind, root / "models" / "convohub" / f"crychic-{task}-tiny")
+    return root.resolve()
 
 
 #: The ReQAP Space's stand-ins, named (its default is the trained chain of a release, which tests do not build;
@@ -53,7 +68,9 @@ REQAP_STAND_INS = {"CONVOHUB_DECOMPOSER": "gold", "CONVOHUB_RETRIEVER": "bm25", 
 
 
 def space_apps(data: dict[str, Path]) -> list[SpaceApp]:
-    """The three system Spaces and every metric Space, each with the call its first button makes."""
+    """The system Spaces and every metric Space, each with the call its first button makes."""
+    from convohub.crychic.space import EXAMPLE as CRYCHIC_EXAMPLE
+    from convohub.crychic.space import PASTED as CRYCHIC_PASTED
     from convohub.wildfeedback.space import EXAMPLE
 
     tiny = "convohub-tiny:causal"
@@ -69,6 +86,10 @@ def space_apps(data: dict[str, Path]) -> list[SpaceApp]:
                   "CONVOHUB_LLM_BASE_URL": "", "CONVOHUB_LLM_MODEL": ""},
                  "/compare", (EXAMPLE, 16)),
     ]
+    apps.append(SpaceApp("crychic", ROOT / "spaces" / "crychic" / "app.py",
+                         {"CONVOHUB_MODELS": str(data["crychic"]),
+                          "CONVOHUB_DATASET": str(data["crychic"] / "datasets" / "convohub" / "wildchat-tree")},
+                         "/reconstruct", (CRYCHIC_PASTED, CRYCHIC_EXAMPLE)))
     apps += [SpaceApp(f"metric-{name}", ROOT / "evaluation" / name / "app.py", api_name="/score")
              for name in METRICS]
     return apps

@@ -19,7 +19,15 @@ from typing import Any
 
 import pytest
 import torch
-from _crychic_tiny import KINDS, one_thread, save_tiny, tiny_model, tokenizer
+from _crychic_tiny import (
+    KINDS,
+    encoder_config,
+    one_thread,
+    save_gte_like_encoder,
+    save_tiny,
+    tiny_model,
+    tokenizer,
+)
 from transformers import AutoConfig, AutoModel
 
 from convohub.crychic.components import (
@@ -109,7 +117,7 @@ def test_saved_folder_carries_code_and_auto_map(kind: str, saved: dict[str, Path
             elif isinstance(node, ast.ImportFrom) and node.level == 0:
                 imported.add(node.module.split(".")[0])
     # the copied code needs only what a Hub user has: no convohub, no spaCy
-    assert imported <= {"__future__", "collections", "dataclasses", "typing", "torch", "transformers"}
+    assert imported <= {"__future__", "collections", "copy", "dataclasses", "typing", "torch", "transformers"}
 
 
 _REMOTE = """
@@ -143,6 +151,46 @@ def test_trust_remote_code_loads_in_a_fresh_interpreter_without_convohub(saved: 
         with torch.no_grad():
             expected = tiny_model(kind)(**_inputs(kind)).logits
         assert torch.allclose(torch.tensor(logits), expected, atol=1e-5)
+
+
+def test_custom_code_encoder_saves_its_code_and_reloads_without_its_origin(tmp_path: Path) -> None:
+    """The paper recipes' gte encoders are custom code (model type ``new``): a CRyCHIc model built on one
+    carries that code in its saved folder and reloads from the folder alone, with convohub's registered
+    classes and with trust_remote_code in an interpreter without convohub, giving the same logits."""
+    import shutil
+
+    encoder_dir = save_gte_like_encoder(tmp_path / "gte-like")
+    torch.manual_seed(0)
+    judge = CrychicFollowUpJudgeModel.from_encoder(str(encoder_dir), trust_remote_code=True,
+                                                   head_hidden_sizes=[8], turn_max_tokens=24, max_length=64).eval()
+    encoder = AutoModel.from_pretrained(encoder_dir, trust_remote_code=True)
+    assert torch.equal(judge.encoder.state_dict()["embeddings.weight"], encoder.state_dict()["embeddings.weight"])
+    folder = tmp_path / "judge"
+    judge.save_pretrained(folder)
+    tokenizer().save_pretrained(folder)
+    shutil.rmtree(encoder_dir)  # the encoder's origin is gone: the folder must carry everything
+    assert {"configuration.py", "modeling.py", "configuration_crychic.py"} <= {p.name for p in folder.iterdir()}
+    nested = json.loads((folder / "config.json").read_text())["encoder_config"]
+    assert nested["model_type"] == "new"
+    assert nested["auto_map"] == {"AutoConfig": "configuration.NewConfig", "AutoModel": "modeling.NewModel"}
+    inputs = _inputs("judge-bi")
+    with torch.no_grad():
+        expected = judge(**inputs).logits
+        registered = AutoModel.from_pretrained(folder).eval()
+        assert type(registered) is CrychicFollowUpJudgeModel
+        assert type(registered.encoder).__name__ == "NewModel"
+        assert torch.allclose(registered(**inputs).logits, expected, atol=1e-6)
+    jobs = [["judge", str(folder), {k: v.tolist() for k, v in inputs.items()}]]
+    env = {**os.environ, "PYTHONPATH": "", "HF_HUB_OFFLINE": "1", "HF_MODULES_CACHE": str(tmp_path / "modules")}
+    result = subprocess.run([sys.executable, "-c", _REMOTE, json.dumps(jobs)], capture_output=True, text=True,
+                            cwd=tmp_path, env=env, timeout=120)
+    assert result.returncode == 0, result.stderr[-2000:]
+    out = json.loads(result.stdout.strip().splitlines()[-1])
+    assert out["convohub_imported"] is False and out["judge"][1] == "CrychicFollowUpJudgeModel"
+    assert torch.allclose(torch.tensor(out["judge"][2]), expected, atol=1e-5)
+    # saving a reloaded model again keeps it self-contained
+    registered.save_pretrained(tmp_path / "again")
+    assert (tmp_path / "again" / "modeling.py").is_file()
 
 
 def test_from_encoder_starts_from_the_pretrained_weights() -> None:
@@ -204,6 +252,33 @@ def test_judge_bi_scores_cached_embeddings_like_text_and_cross_refuses() -> None
         cross.score_embeddings(cached, cached)
     with pytest.raises(ValueError, match="architecture"):
         CrychicFollowUpJudgeConfig(architecture="tri")
+
+
+def test_judge_mean_pooling_and_product_feature_change_what_the_head_reads() -> None:
+    """``pooling='mean'`` averages the real tokens only (padding does not move it); ``paper+product`` widens
+    the head's input by one embedding; unknown values are refused."""
+    common = {"encoder_config": encoder_config().to_dict(), "head_hidden_sizes": [8, 4], "turn_max_tokens": 24,
+              "max_length": 64}
+    torch.manual_seed(0)
+    model = CrychicFollowUpJudgeModel(CrychicFollowUpJudgeConfig(pooling="mean", pair_features="paper+product",
+                                                                 **common)).eval()
+    assert model.head.layers[0].in_features == 4 * 16
+    ids = torch.tensor([[101, 2023, 2003, 102, 0, 0]])
+    short = torch.tensor([[101, 2023, 2003, 102]])
+    with torch.no_grad():
+        padded = model.embed(ids, torch.tensor([[1, 1, 1, 1, 0, 0]]))
+        plain = model.embed(short, torch.ones_like(short))
+        hidden = model.encode(short, torch.ones_like(short))
+    assert torch.allclose(padded, plain, atol=1e-5)
+    assert torch.allclose(plain, hidden.mean(1), atol=1e-6)
+    assert not torch.allclose(plain, hidden[:, 0])
+    with torch.no_grad():
+        logits = model.score_embeddings(plain, plain * 2)
+    assert logits.shape == (1,)
+    with pytest.raises(ValueError, match="pooling"):
+        CrychicFollowUpJudgeConfig(pooling="max")
+    with pytest.raises(ValueError, match="pair_features"):
+        CrychicFollowUpJudgeConfig(pair_features="cosine")
 
 
 def test_ifqc_loss_reaches_encoder_and_head_and_a_few_steps_lower_it() -> None:

@@ -266,3 +266,26 @@ def test_cli_end_to_end_with_tiny_random_models(dataset: Path, tmp_path: Path,
     ablation = json.loads(ablated.read_text())
     assert ablation["ifqc"] is None and "w/o ifqc" in ablation["system"]
     assert "ifqc-implicit" not in ablation["rules"]
+
+
+def test_cli_evaluates_the_llm_baseline_through_the_named_llm(dataset: Path, tmp_path: Path,
+                                                               capsys: pytest.CaptureFixture[str],
+                                                               monkeypatch: pytest.MonkeyPatch) -> None:
+    """Plumbing with a scripted LLM that scores every candidate 5 (tests/test_crychic_llm_baseline.py checks
+    the baseline's rules)."""
+    from test_crychic_llm_baseline import scripted
+
+    monkeypatch.setattr("convohub.llm.make_backend", lambda spec, **kw: scripted(score=lambda e, n: "5"))
+    out = tmp_path / "llm.json"
+    assert main(["crychic", "evaluate", "--dataset", str(dataset), "--baseline", "llm", "--llm", "scripted",
+                 "--max-conversations", "3", "--out", str(out)]) == 0
+    header = capsys.readouterr().out.splitlines()[0]
+    assert header.startswith("baseline: llm (scripted-llm, answers read by generate, window 10")
+    result = json.loads(out.read_text())
+    assert result["conversations"] == 3 and result["scoring"] == "generate" and result["llm"] == "scripted-llm"
+    # every later turn scores 5 against every candidate: the most recent wins, as the Non-Reconstructing chain
+    for conv in result["per_conversation"]:
+        assert conv["predicted"] == [-1, *range(len(conv["predicted"]) - 1)]
+    with pytest.raises(SystemExit, match="needs an LLM"):
+        monkeypatch.delenv("CONVOHUB_LLM_BASE_URL", raising=False)
+        main(["crychic", "evaluate", "--dataset", str(dataset), "--baseline", "llm"])

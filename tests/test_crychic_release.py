@@ -1,10 +1,12 @@
 """CRyCHIc's release steps at smoke scale (`convohub release --only crychic --max-train-steps 2`): the three
 models are trained by their scripts, load with from_pretrained(trust_remote_code=True), their cards carry the
-before/after numbers the evaluation step measured, the judge's card carries the reconstruction table, and a
-re-run resumes every step without changing a published file.
+before/after numbers the training run measured, the judge's card carries the reconstruction table with the LLM
+baseline's row, `convohub tree reconstruct` runs on the released models, the Space is exported, and a re-run
+resumes every step without changing a published file.
 
-The IFQC sentences come from a scripted writer (SmolLM2 would take minutes) and the reconstruction is cut to a
-few test conversations (``CONVOHUB_CRYCHIC_EVAL_CONVERSATIONS``), so the test stays near a minute.
+The IFQC sentences and the LLM baseline's answers come from a scripted LLM (SmolLM2 would take minutes) and
+the reconstruction is cut to a few test conversations (``CONVOHUB_CRYCHIC_EVAL_CONVERSATIONS``), so the test
+stays near a minute.
 """
 
 from __future__ import annotations
@@ -16,6 +18,7 @@ from pathlib import Path
 import pytest
 
 from convohub.hub import folder_digest, read_card
+from convohub.llm import ChatRequest
 from convohub.release import run_release
 
 sys.path.insert(0, str(Path(__file__).parent))
@@ -27,10 +30,24 @@ CONVERSATIONS = "6"
 TASKS = ("ifqc", "simplifier", "judge")
 
 
+STEPS = 13
+
+
+def writer_and_baseline(request: ChatRequest) -> str:
+    """IFQC sentences as tests/test_crychic_training_data.py writes them; the LLM baseline's label and score
+    questions answered "instruction" and 4 (so every later turn is scored and gets a parent)."""
+    text = request.messages[-1]["content"].rstrip()
+    if text.endswith("Kind:"):
+        return "instruction"
+    if text.endswith("Score:"):
+        return "Score: 4"
+    return good_sentence(request)
+
+
 def _release(root: Path) -> list:
     with pytest.MonkeyPatch.context() as mp:
         mp.setenv("CONVOHUB_CRYCHIC_EVAL_CONVERSATIONS", CONVERSATIONS)
-        records, failure = run_release(out=root, only=["crychic"], llm=scripted(good_sentence, "writer"),
+        records, failure = run_release(out=root, only=["crychic"], llm=scripted(writer_and_baseline, "writer"),
                                        max_train_steps=2)
     assert failure is None, failure
     return records
@@ -40,7 +57,7 @@ def _release(root: Path) -> list:
 def release_root(tmp_path_factory: pytest.TempPathFactory) -> Path:
     root = tmp_path_factory.mktemp("crychic-hub")
     records = _release(root)
-    assert [r.status for r in records] == ["done"] * 11
+    assert [r.status for r in records] == ["done"] * STEPS
     return root
 
 
@@ -62,9 +79,12 @@ def test_models_load_and_cards_carry_the_measured_before_and_after(release_root:
         assert logits.shape == (1, 2)
     measured = _measured(release_root, task)
     assert measured["max_steps"] == 2 and measured["training"]["task"] == task
-    # the evaluation re-measures the fresh head exactly as the script did, and the saved model as trained
+    # the held-out rows are scored once, by the training run; the evaluation checks the Hub-style reload
     assert measured["before"]["accuracy"] == measured["training"]["accuracy_before"]
     assert measured["after"]["accuracy"] == measured["training"]["accuracy_after"]
+    reload = measured["reload"]
+    assert reload["class"] == model.__class__.__name__ and reload["trust_remote_code"] is True
+    assert reload["missing_keys"] == reload["unexpected_keys"] == [] and reload["tensors"] > 0
     meta, body = read_card(folder / "README.md")
     assert meta["license"] == "mit" and meta["base_model"] == "sentence-transformers/all-MiniLM-L6-v2"
     before, after = measured["before"], measured["after"]
@@ -86,15 +106,41 @@ def test_judge_card_has_the_reconstruction_table(release_root: Path) -> None:
     assert not any("simplifier" in rule for rule in systems["CRyCHIc w/o PS"]["rules"])
     assert not any("ifqc" in rule for rule in systems["CRyCHIc w/o IFQC"]["rules"])
     _, body = read_card(release_root / "models" / NS / "crychic-judge-tiny" / "README.md")
-    for name, result in systems.items():
-        micro = result["scores"]["all_turns"]
+    llm = json.loads((release_root / ".convohub-work" / "crychic" / "crychic_llm_baseline_eval.json").read_text())
+    assert llm["llm"] == "writer" and llm["scoring"] == "generate" and llm["conversations"] == int(CONVERSATIONS)
+    assert llm["unparsed"] == {} and set(llm["rules"]) == {"first-turn", "llm-parent"}
+    rows = {**{name: result["scores"]["all_turns"] for name, result in systems.items()},
+            "LLM baseline: writer (generate)†": llm["scores"]["all_turns"]}
+    for name, micro in rows.items():
         row = f"| {name} | " + " | ".join(f"{micro[m]:.3f}" for m in ("accuracy", "precision", "recall", "f1"))
         assert row in body, row
+    assert f"ran on the first {CONVERSATIONS} test conversations only" in body
+
+
+def test_tree_reconstruct_and_the_space_use_the_released_models(release_root: Path, tmp_path: Path,
+                                                                capsys: pytest.CaptureFixture[str]) -> None:
+    from convohub.cli import main
+    from convohub.crychic.evaluate import load_trees
+
+    record = load_trees(release_root / "datasets" / NS / "wildchat-tree")[0]
+    path = tmp_path / "record.json"
+    path.write_text(json.dumps({"conversation_id": record["conversation_id"],
+                                "turns": [{k: t[k] for k in ("turn_index", "user_prompt", "assistant_response",
+                                                             "parent")} for t in record["turns"]]}))
+    assert main(["tree", "reconstruct", str(path), "--hub", str(release_root), "--json"]) == 0
+    rows = json.loads(capsys.readouterr().out)
+    assert [r["turn_index"] for r in rows] == list(range(len(record["turns"])))
+    assert main(["tree", "reconstruct", str(path), "--hub", str(release_root)]) == 0
+    assert "parents match the gold tree" in capsys.readouterr().out
+    space = release_root / "spaces" / NS / "crychic-demo"
+    meta, _ = read_card(space / "README.md")
+    assert meta["models"] == [f"{NS}/crychic-{task}-tiny" for task in TASKS]
+    assert meta["datasets"] == [f"{NS}/wildchat-tree"] and (space / "app.py").is_file()
 
 
 def test_rerun_resumes_and_changes_nothing(release_root: Path) -> None:
     before = {k: v for k, v in folder_digest(release_root).items() if not k.startswith(".convohub-work")}
     records = _release(release_root)
-    assert [r.status for r in records] == ["resumed"] * 11
+    assert [r.status for r in records] == ["resumed"] * STEPS
     after = {k: v for k, v in folder_digest(release_root).items() if not k.startswith(".convohub-work")}
     assert after == before

@@ -40,8 +40,14 @@ SAYS = {
                                              "Collapse check: SFT ok, DPO ok.", "capped at 64 pairs"],
     ("crychic_judge", "tiny", ""): ["| CRyCHIc | 0.600 | 0.500 | 0.750 | 0.600 |", "| auc | 0.625 | 0.625 |",
                                     "| accuracy | 0.4286 | 0.7857 |", "reconstructed 10 conversations",
-                                    "stopped after 2 optimiser step(s)"],
-    ("crychic_ifqc", "paper", ""): ["Base model: `FacebookAI/roberta-base`", "| accuracy | 0.4286 | 0.7857 |"],
+                                    "stopped after 2 optimiser step(s)",
+                                    "| LLM baseline: HuggingFaceTB/SmolLM2-135M-Instruct (likelihood, calibrated)† | "
+                                    "0.250 | 0.500 | 0.750 | 0.600 |", "first 4 test conversations only (21 turns",
+                                    "CRyCHIc scores 0.450 / 0.500 / 0.750 / 0.600",
+                                    "found every one of its 107 weight tensors"],
+    ("crychic_judge", "paper", ""): ["The paper's LLM baseline was not run: this release ran no LLM baseline step."],
+    ("crychic_ifqc", "paper", ""): ["Base model: `FacebookAI/roberta-base`", "| accuracy | 0.4286 | 0.7857 |",
+                                    "*after* is the saved model loaded with `from_pretrained(..., trust_remote_code"],
     ("wildfeedback_dpo", "paper", ""): ["vs the base model without the checklist: nothing judged",
                                         "lexical (word overlap): 20/64", " (selected with --variant)"],
 }

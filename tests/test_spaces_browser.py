@@ -146,6 +146,26 @@ def test_wildfeedback_space_labels_and_charts_the_judge(browser: Any, apps: dict
         visit.finish(shots, "wildfeedback")
 
 
+def test_crychic_space_draws_the_reconstructed_tree_beside_the_gold_one(browser: Any, apps: dict[str, Any],
+                                                                        shots: Path) -> None:
+    with serve(apps["crychic"]) as (url, app):
+        visit = Visit(browser, url)
+        first = app.conversations()[0]
+        gold = app._conversations()[first].gold
+        visit.page.get_by_label("conversation", exact=True).click()  # pick a test conversation
+        visit.page.get_by_role("option", name=first, exact=True).click()
+        assert visit.text_of("conversation text (User: / Assistant: lines, or JSON)").startswith("User: ")
+        visit.click("Reconstruct")
+        for elem_id in ("tree-picture", "gold-picture"):
+            picture = visit.page.locator(f"#{elem_id} svg")
+            picture.wait_for()
+            assert picture.locator("g.node").count() == len(gold)  # one box per turn
+        edges = visit.page.locator("#gold-picture svg line").count()
+        assert edges == len(gold) - gold.count(-1)  # the gold forest: one edge per non-root turn
+        visit.page.get_by_text(f"turn {len(gold) - 1}, user (the prompt):").wait_for()  # the last prompt's history
+        visit.finish(shots, "crychic")
+
+
 @pytest.mark.parametrize("metric", METRICS)
 def test_metric_space_scores_and_charts(metric: str, browser: Any, apps: dict[str, Any], shots: Path) -> None:
     with serve(apps[f"metric-{metric}"]) as (url, _):

@@ -11,7 +11,7 @@ from __future__ import annotations
 import math
 import numbers
 from collections import Counter
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Collection, Iterable, Mapping, Sequence
 from html import escape
 from typing import Any
 
@@ -88,13 +88,16 @@ def _operator(label: str) -> tuple[str, str]:
     return head.strip(), (sep + rest) if sep else ""
 
 
-def tree_svg(outline: Sequence[tuple[int, str]], *, title: str = "operator tree") -> str:
+def tree_svg(outline: Sequence[tuple[int, str]], *, title: str = "operator tree",
+             marked: Collection[int] = ()) -> str:
     """An operator tree drawn top-down as an SVG image: one box per operator, edges from parent to child.
 
     ``outline`` is the pre-order (depth, label) list that :func:`convohub.reqap.engine.parse.tree_outline`
     returns. Leaves get one column each and a parent is centred over its children (a tidy layout that needs
     no graph library). Boxes show the operator and the start of its arguments; the full label is the box's
     tooltip. An empty outline draws a single "(no tree)" box, so the picture never silently disappears.
+    Boxes whose outline index is in ``marked`` are drawn in amber (class ``node marked``), e.g. the turns of
+    a reconstructed chat tree whose parent differs from the gold tree's.
     """
     if not outline:
         outline = [(0, "(no tree)")]
@@ -137,7 +140,9 @@ def tree_svg(outline: Sequence[tuple[int, str]], *, title: str = "operator tree"
         name, args = _operator(label)
         short = args if len(args) <= _LABEL_CHARS else args[: _LABEL_CHARS - 1] + "…"
         fill = "#dbeafe" if children[i] else "#dcfce7"  # inner operators blue, leaves (data access) green
-        parts.append(f'<g class="node"><title>{escape(label)}</title>'
+        if i in marked:
+            fill = "#fde68a"
+        parts.append(f'<g class="node{" marked" if i in marked else ""}"><title>{escape(label)}</title>'
                      f'<rect x="{cx - box_w / 2:.1f}" y="{top:.1f}" width="{box_w}" height="{_BOX_H}" rx="6" '
                      f'fill="{fill}" stroke="#334155"/>'
                      f'<text x="{cx:.1f}" y="{top + 14:.1f}" text-anchor="middle" font-weight="bold">'

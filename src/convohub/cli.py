@@ -314,8 +314,10 @@ def _cmd_space(args: argparse.Namespace) -> int:
     target = _target(args)
     ctx = ReleaseContext(profile="tiny", target=target, work_dir=target.root / ".convohub-work")
     for step in system.steps:
-        if step.kind == "space":
-            print(f"wrote {step.run(ctx)['space_dir']}")
+        if step.kind == "space":  # systems name their artifact <system>_space_dir (the corpus: space_dir)
+            for key, folder in step.run(ctx).items():
+                if key.endswith("space_dir"):
+                    print(f"wrote {folder}")
     return 0
 
 

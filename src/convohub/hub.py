@@ -375,6 +375,19 @@ def write_model(
     return dest
 
 
+def resolve_folder(spec: str | None, repo_type: str) -> Path | None:
+    """A local folder, or a Hub repo id downloaded with ``snapshot_download`` (None stays None): how a Space
+    reads "dataset/model id or local folder" from its environment."""
+    if not spec:
+        return None
+    path = Path(spec).expanduser()
+    if path.exists():
+        return path
+    from huggingface_hub import snapshot_download
+
+    return Path(snapshot_download(spec, repo_type=repo_type))
+
+
 # --------------------------------------------------------------------------------------------- spaces
 SPACE_REQUIRED_KEYS = ("title", "sdk", "app_file")
 

@@ -278,13 +278,16 @@ def evaluate_step(spec: ModelSpec, *, system: str, dataset: Callable[[Any], Path
     return Step("evaluate", f"{_step_name(spec)}-eval", run)
 
 
-def card_step(spec: ModelSpec) -> Step:
-    """Publish the trained folder with a card carrying the evaluation step's results."""
+def card_step(spec: ModelSpec, *, extra: Callable[[Any], Mapping[str, Any]] | None = None) -> Step:
+    """Publish the trained folder with a card carrying the evaluation step's results (merged with
+    ``extra(ctx)``: results a later step of the system measured, e.g. CRyCHIc's LLM baseline)."""
     from convohub.hub import read_json
     from convohub.registry import Step
 
     def run(ctx: Any) -> dict[str, Any]:
         results = read_json(Path(ctx.artifacts[spec.artifact("eval_path")]))
+        if extra is not None:
+            results = {**results, **extra(ctx)}
         path = spec.publish(ctx.target, ctx.repo, ctx.profile, Path(ctx.artifacts[spec.artifact("dir")]), results)
         return {spec.artifact("card_dir"): path}
 

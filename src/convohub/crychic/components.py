@@ -45,7 +45,9 @@ class FollowUpClassifier(Protocol):
 
 class SentenceLabeller(Protocol):
     def label(self, prompt: str) -> list[tuple[str, str]]:
-        """``(sentence, label)`` for every sentence of ``prompt``; labels are polite / information / instruction."""
+        """``(sentence, label)`` for every sentence of ``prompt``; labels are polite / information / instruction.
+        A labeller that also has ``label_scored(prompt)`` (the same with each label's probability as a third
+        item) lets the pipeline report the score behind a simplifier decision."""
         ...
 
 
@@ -137,6 +139,10 @@ class ModelSentenceLabeller:
                              f"model's sep_token_id {self.model.config.sep_token_id}")
 
     def label(self, prompt: str) -> list[tuple[str, str]]:
+        return [(sentence, label) for sentence, label, _ in self.label_scored(prompt)]
+
+    def label_scored(self, prompt: str) -> list[tuple[str, str, float]]:
+        """``(sentence, label, softmax probability of that label)`` for every sentence of ``prompt``."""
         import torch
 
         from convohub.crychic.models import pack_sentences
@@ -149,11 +155,12 @@ class ModelSentenceLabeller:
         with torch.inference_mode():
             out = self.model(**pad_rows([ids for ids, _ in rows], self.tokenizer.pad_token_id))
         names = self.model.config.id2label
-        labels: list[str] = []
+        scored: list[tuple[str, float]] = []
         for row, (_, members) in enumerate(rows):
-            predicted = out.logits[row, : len(members)].argmax(-1).tolist()
-            labels += [names[int(p)] for p in predicted]
-        return list(zip(sentences, labels, strict=True))
+            best = out.logits[row, : len(members)].float().softmax(-1).max(-1)
+            scored += [(names[int(i)], float(p)) for p, i in zip(best.values.tolist(), best.indices.tolist(),
+                                                                 strict=True)]
+        return [(sentence, label, p) for sentence, (label, p) in zip(sentences, scored, strict=True)]
 
 
 class ModelParentJudge:

@@ -3,15 +3,18 @@ the prompt simplifier and the follow-up judge. The release's train -> evaluate -
 
 * training launches training/crychic_{task}/train_crychic_{task}.py under ``accelerate launch`` with the
   profile's recipe on the release's training-data folder (:mod:`convohub.crychic.release_data`);
-* :func:`evaluate_heldout` measures each model on the rows its run held out, *before* training (the recipe's
-  encoder with a fresh head, initialised from the run's seed exactly as the script does) and *after* (the
-  saved folder, loaded with ``from_pretrained(..., trust_remote_code=True)`` as a Hub user would), with
-  :func:`convohub.crychic.training.evaluate_rows`;
+* :func:`evaluate_heldout` reports each model on the rows its run held out, *before* training (the recipe's
+  encoder with a fresh head, initialised from the run's seed) and *after*, as the training run scored them
+  (once, with :func:`convohub.crychic.training.evaluate_rows`), and checks that the saved folder reloads
+  with ``from_pretrained(..., trust_remote_code=True)`` as a Hub user would;
 * the judge's evaluation also reconstructs the WildChatTree test split with the release's three models
   (:func:`evaluate_reconstruction`): CRyCHIc, the two ablations and the Non-Reconstructing baseline, scored
   by the tree-reconstruction metric (the same as ``evaluation/tree_reconstruction``). The judge is the
   model that decides every instruction's parent, so its card carries the system-level table, as ReQAP's event
-  cross-encoder card carries the whole RETRIEVE pipeline's.
+  cross-encoder card carries the whole RETRIEVE pipeline's;
+* the paper's LLM baseline runs in a step of its own through the release's LLM
+  (:func:`evaluate_llm_baseline`, on the first test conversations: an LLM turn by turn is slow), and its row
+  joins the judge card's table with CRyCHIc's scores on the same conversations beside it.
 """
 
 from __future__ import annotations
@@ -30,8 +33,13 @@ TASKS = ("ifqc", "simplifier", "judge")
 #: ``CONVOHUB_CRYCHIC_EVAL_CONVERSATIONS=N``: reconstruct only the first N test conversations (smoke tests;
 #: the card then says how many it used).
 EVAL_CONVERSATIONS_ENV = "CONVOHUB_CRYCHIC_EVAL_CONVERSATIONS"
-#: Table 1's rows that the release measures, in the paper's order (the LLM baselines are not run offline).
+#: Table 1's rows that the release measures on every test conversation, in the paper's order (the LLM
+#: baseline comes first, on a subset: :func:`evaluate_llm_baseline`).
 SYSTEMS = ("Non-Reconstructing", "CRyCHIc w/o PS", "CRyCHIc w/o IFQC", "CRyCHIc")
+#: ``CONVOHUB_CRYCHIC_LLM_CONVERSATIONS=N``: test conversations the LLM baseline reconstructs (default
+#: :data:`LLM_CONVERSATIONS`, what fits the release's time budget with the offline SmolLM2 on 2 CPU cores)
+LLM_CONVERSATIONS_ENV = "CONVOHUB_CRYCHIC_LLM_CONVERSATIONS"
+LLM_CONVERSATIONS = 8
 METRICS = ("accuracy", "precision", "recall", "f1")
 TRAINING_FILE = "eval_results.json"
 
@@ -51,17 +59,60 @@ def load_trained(model_dir: Path) -> tuple[Any, Any]:
     return AutoTokenizer.from_pretrained(str(model_dir)), model.eval()
 
 
-def evaluate_heldout(task: str, model_dir: Path) -> dict[str, Any]:
-    """Held-out accuracy/macro-F1 (judge: also AUC) before and after training, on the rows the run held out
-    (its saved ``training_args.json`` names the folder, split, cap and seed)."""
-    from transformers import set_seed
+def check_reload(model_dir: Path) -> dict[str, Any]:
+    """Load a trained folder as a Hub user would (``from_pretrained(..., trust_remote_code=True)``) and check
+    that every saved weight found its place: a missing or unexpected key (a class that saved what it cannot
+    load) stops the release here, before a card is published for it."""
+    from transformers import AutoModel
 
-    from convohub.crychic.training import CrychicArguments, build_model, evaluate_rows, load_rows
+    model, info = AutoModel.from_pretrained(str(model_dir), trust_remote_code=True, output_loading_info=True)
+    record = {"class": type(model).__name__, "trust_remote_code": True,
+              "missing_keys": sorted(info.get("missing_keys") or []),
+              "unexpected_keys": sorted(info.get("unexpected_keys") or []),
+              "mismatched_keys": sorted(str(k) for k in info.get("mismatched_keys") or []),
+              "tensors": len(model.state_dict())}
+    if record["missing_keys"] or record["unexpected_keys"] or record["mismatched_keys"]:
+        raise RuntimeError(f"{model_dir}: reloading the saved model left weights out (missing "
+                           f"{record['missing_keys']}, unexpected {record['unexpected_keys']}, mismatched "
+                           f"{record['mismatched_keys']}); its model class does not load what it saves")
+    return record
+
+
+def evaluate_heldout(task: str, model_dir: Path) -> dict[str, Any]:
+    """Held-out accuracy/macro-F1 (judge: also AUC) before and after training, on the rows the run held out.
+
+    The training run scores those rows before and after training (``eval_results.json``, the same rows and
+    seed), so they are scored once: this takes its numbers and checks that the saved folder reloads as a Hub
+    user loads it (:func:`check_reload`). A folder trained elsewhere, without that file, is scored here: the
+    recipe's encoder with the run's fresh head (its saved ``training_args.json`` names folder, split, cap and
+    seed) and the saved model."""
     from convohub.training.runs import saved_arguments
 
     _check_task(task)
     saved = saved_arguments(model_dir)
     script, training = saved["script"], saved["training"]
+    results: dict[str, Any] = {"task": task, "split": script["eval_split"], "base_model": script["model_name_or_path"],
+                               "max_steps": int(training.get("max_steps") or -1)}
+    path = Path(model_dir) / TRAINING_FILE
+    measured = json.loads(path.read_text(encoding="utf-8")) if path.is_file() else {}
+    if "before" in measured and "after" in measured:
+        results |= {"before": measured["before"], "after": measured["after"], "scored_by": "training run",
+                    "reload": check_reload(model_dir)}
+    else:
+        results |= _score_heldout(task, model_dir, script, training)
+    if measured:
+        results["training"] = measured
+    return results
+
+
+def _score_heldout(task: str, model_dir: Path, script: Mapping[str, Any], training: Mapping[str, Any]
+                   ) -> dict[str, Any]:
+    """Before (the recipe's encoder, fresh head from the run's seed) and after (the saved folder) on the rows
+    the run held out."""
+    from transformers import set_seed
+
+    from convohub.crychic.training import CrychicArguments, build_model, evaluate_rows, load_rows
+
     seed = int(training["seed"])
     rows = load_rows(script["dataset_path"], task, script["eval_split"], script["max_eval_examples"], seed)
     batch = int(training.get("per_device_eval_batch_size") or 32)
@@ -70,14 +121,7 @@ def evaluate_heldout(task: str, model_dir: Path) -> dict[str, Any]:
     fresh, tokenizer = build_model(task, CrychicArguments(**{k: v for k, v in script.items() if k in known}))
     before = evaluate_rows(task, fresh, tokenizer, rows, batch)
     tokenizer, trained = load_trained(model_dir)
-    after = evaluate_rows(task, trained, tokenizer, rows, batch)
-    results: dict[str, Any] = {"task": task, "split": script["eval_split"], "before": before, "after": after,
-                               "base_model": script["model_name_or_path"],
-                               "max_steps": int(training.get("max_steps") or -1)}
-    path = Path(model_dir) / TRAINING_FILE
-    if path.is_file():  # what the training run itself measured (same rows), for the record
-        results["training"] = json.loads(path.read_text(encoding="utf-8"))
-    return results
+    return {"before": before, "after": evaluate_rows(task, trained, tokenizer, rows, batch), "scored_by": "evaluation"}
 
 
 def _conversation_cap() -> int | None:
@@ -129,6 +173,55 @@ def evaluate_reconstruction(tree_dir: Path, ifqc_dir: Path, simplifier_dir: Path
             "systems": systems}
 
 
+def llm_conversation_cap() -> int:
+    """How many test conversations the release's LLM baseline reconstructs (:data:`LLM_CONVERSATIONS_ENV`,
+    else :data:`LLM_CONVERSATIONS`), never more than the reconstruction's own cap."""
+    value = os.environ.get(LLM_CONVERSATIONS_ENV)
+    if value and (not value.isdigit() or int(value) < 1):
+        raise ValueError(f"{LLM_CONVERSATIONS_ENV} must be a positive integer, got {value!r}")
+    cap = int(value) if value else LLM_CONVERSATIONS
+    return min(cap, _conversation_cap() or cap)
+
+
+def evaluate_llm_baseline(tree_dir: Path, folders: Mapping[str, Path], llm: Any, *,
+                          max_conversations: int) -> dict[str, Any]:
+    """The paper's LLM baseline (:mod:`convohub.crychic.llm_baseline`) on the first ``max_conversations`` test
+    conversations through ``llm``, and CRyCHIc on the same conversations for a fair comparison; answers read
+    by likelihood for a local model, else generated."""
+    import time
+
+    import torch
+
+    from convohub.crychic.components import load_components
+    from convohub.crychic.evaluate import evaluate_trees, load_trees
+    from convohub.crychic.llm_baseline import default_scoring, llm_baseline_factory
+    from convohub.crychic.reconstruct import Crychic
+
+    trees = load_trees(tree_dir)
+    total = len(trees)
+    trees = trees[:max_conversations]
+    scoring = default_scoring(llm)
+    make = llm_baseline_factory(llm, scoring)
+    started = time.perf_counter()
+    result = evaluate_trees(trees, make)
+    seconds = time.perf_counter() - started
+    ifqc, simplifier, judge = load_components(folders[IFQC.name], folders[SIMPLIFIER.name], folders[JUDGE.name])
+    threads = torch.get_num_threads()
+    torch.set_num_threads(1)  # as evaluate_reconstruction: small encoders, one turn at a time
+    try:
+        started_crychic = time.perf_counter()
+        crychic = evaluate_trees(trees, lambda: Crychic(ifqc=ifqc, simplifier=simplifier, judge=judge))
+        crychic_seconds = time.perf_counter() - started_crychic
+    finally:
+        torch.set_num_threads(threads)
+    turns = result["turns"]
+    return {"llm": llm.model_id, "backend": llm.name, "scoring": scoring, "calibrated": bool(make.calibrated),
+            "split": "test", "conversations": len(trees), "conversations_in_split": total, "turns": turns,
+            "scores": result["scores"], "rules": result["rules"], "unparsed": dict(make.unparsed),
+            "seconds": round(seconds, 1), "ms_per_turn": round(1000 * seconds / max(turns, 1), 1),
+            "crychic": {"scores": crychic["scores"], "seconds": round(crychic_seconds, 2)}}
+
+
 def evaluate_judge(model_dir: Path, tree_dir: Path, models: Mapping[str, Path]) -> dict[str, Any]:
     """The judge's held-out numbers, and the reconstruction table when the release trained the other two."""
     results = evaluate_heldout("judge", model_dir)
@@ -163,12 +256,39 @@ def card_results(results: Mapping[str, Any], dataset_id: str) -> list[Any]:
     return out
 
 
-def _score_rows(recon: Mapping[str, Any], turns: str, prefix: str = "") -> str:
-    lines = []
-    for name in SYSTEMS:
-        scores = recon["systems"][name]["scores"][turns]
-        lines.append(f"| {name} | " + " | ".join(f"{scores[prefix + m]:.3f}" for m in METRICS) + " |")
+def _row(name: str, scores: Mapping[str, float], prefix: str = "") -> str:
+    return f"| {name} | " + " | ".join(f"{scores[prefix + m]:.3f}" for m in METRICS) + " |"
+
+
+def llm_row_name(llm: Mapping[str, Any]) -> str:
+    """The LLM baseline's row in Table 1's layout: the model named, how its answers were read, the dagger
+    pointing at the note on its conversation subset."""
+    how = llm["scoring"] + (", calibrated" if llm.get("calibrated") else "")
+    return f"LLM baseline: {llm['llm']} ({how})†"
+
+
+def _score_rows(recon: Mapping[str, Any], turns: str, prefix: str = "", llm: Mapping[str, Any] | None = None) -> str:
+    """Table 1's rows in the paper's order: the LLM baseline (when measured) first, then the measured systems."""
+    lines = [_row(llm_row_name(llm), llm["scores"][turns], prefix)] if llm else []
+    lines += [_row(name, recon["systems"][name]["scores"][turns], prefix) for name in SYSTEMS]
     return "\n".join(lines)
+
+
+def _llm_values(llm: Mapping[str, Any] | None) -> dict[str, Any]:
+    """The LLM baseline paragraph's values (or the note saying why it did not run)."""
+    if not llm or "scores" not in llm:
+        reason = (llm or {}).get("skipped") or "this release ran no LLM baseline step"
+        return {"llm_note": Block("llm_baseline_absent"), "llm_absent_reason": reason}
+    same = llm["crychic"]["scores"]["all_turns"]
+    unparsed = llm.get("unparsed") or {}
+    return {"llm_note": Block("llm_baseline"), "llm_model": llm["llm"],
+            "llm_scoring": {"likelihood": "likelihood over the allowed answers" + (
+                " (calibrated against the content-free answer)" if llm.get("calibrated") else ""),
+                "generate": "generation (the first allowed label or digit of the written answer)"}[llm["scoring"]],
+            "llm_conversations": llm["conversations"], "llm_turns": llm["turns"], "llm_seconds": llm["seconds"],
+            "llm_ms_per_turn": llm["ms_per_turn"],
+            "llm_crychic_row": " / ".join(f"{same[m]:.3f}" for m in METRICS),
+            "llm_unparsed_labels": unparsed.get("label", 0), "llm_unparsed_scores": unparsed.get("score", 0)}
 
 
 def _before_after_rows(results: Mapping[str, Any]) -> str:
@@ -198,6 +318,8 @@ def card_values(card: CardInput) -> CardValues:
         "task": task, "what": Block(f"what_{task}"), "base_model": base_model,
         "split": results["split"], "units": results["after"]["units"], "examples": results["after"]["examples"],
         "before_after_rows": _before_after_rows(results),
+        "scored_note": block(results.get("scored_by") == "training run", "scored_by_training", "scored_by_evaluation"),
+        "reload_tensors": (results.get("reload") or {}).get("tensors", "?"),
         "train_examples": train.get("train_examples", "?"), "train_seconds": train.get("train_seconds", "?"),
         "data_produced_by": train.get("data_produced_by") or "?",
         "steps": block(steps > 0, "smoke_steps"), "max_steps": steps,
@@ -209,13 +331,17 @@ def card_values(card: CardInput) -> CardValues:
     }
     recon = results.get("reconstruction")
     if recon:
+        llm = results.get("llm_baseline")
+        measured = llm if llm and "scores" in llm else None
+        times = [[n, recon["systems"][n]["seconds"]] for n in SYSTEMS]
+        if measured:
+            times.insert(0, [llm_row_name(measured), measured["seconds"]])
         values |= {"conversations": recon["conversations"], "conversations_in_split": recon["conversations_in_split"],
                    "turns": recon["turns"], "judge_architecture": recon["judge_architecture"],
-                   "recon_all_micro": _score_rows(recon, "all_turns"),
-                   "recon_all_macro": _score_rows(recon, "all_turns", "macro_"),
-                   "recon_later_micro": _score_rows(recon, "without_first_turns"),
-                   "recon_table": markdown_table(["system", "seconds"],
-                                                 [[n, recon["systems"][n]["seconds"]] for n in SYSTEMS])}
+                   "recon_all_micro": _score_rows(recon, "all_turns", llm=measured),
+                   "recon_all_macro": _score_rows(recon, "all_turns", "macro_", llm=measured),
+                   "recon_later_micro": _score_rows(recon, "without_first_turns", llm=measured),
+                   "recon_table": markdown_table(["system", "seconds"], times), **_llm_values(llm)}
     return info, values
 
 

@@ -49,6 +49,11 @@ RULES: dict[str, str] = {
     "judge-root": "judge",
     "previous-turn": "baseline",
     "all-roots": "baseline",
+    # the paper's LLM baseline (convohub.crychic.llm_baseline)
+    "llm-information": "llm",
+    "llm-polite": "llm",
+    "llm-parent": "llm",
+    "llm-root": "llm",
 }
 
 
@@ -56,9 +61,10 @@ RULES: dict[str, str] = {
 class Decision:
     """The parent given to one turn (-1: a root) and why.
 
-    ``score``: the deciding module's number (IFQC: probability of implicit; judge: the best candidate's
-    probability, also when it stayed below the threshold); ``label``: the prompt's simplifier label;
-    ``simplified_prompt``: what the judge scored.
+    ``score``: the deciding module's number (IFQC: probability of implicit; simplifier: the highest
+    probability of the deciding label among the prompt's sentences, when the labeller scores; judge: the best
+    candidate's probability, also when it stayed below the threshold); ``label``: the prompt's simplifier
+    label; ``simplified_prompt``: what the judge scored.
     """
 
     turn_index: int
@@ -74,6 +80,10 @@ class Decision:
 
     def to_dict(self) -> dict[str, object]:
         return {**asdict(self), "module": self.module}
+
+    def summary(self) -> dict[str, object]:
+        """What ``convohub tree reconstruct --json`` prints per turn (parent -1: a root)."""
+        return {"turn_index": self.turn_index, "parent": self.parent, "module": self.module, "score": self.score}
 
 
 class TreeBuilder(ABC):
@@ -91,6 +101,11 @@ class TreeBuilder(ABC):
 
     def embed(self, prompt: str, response: str) -> object:
         """What to store with a finished turn; only the judge needs anything."""
+        return None
+
+    def prepare(self, prompts: list[str]) -> None:
+        """Offline reconstruction knows every prompt in advance: a builder whose per-prompt work does not
+        depend on the history (the LLM baseline's whole-prompt labels) may do it here, in one batch."""
         return None
 
     def commit(self, prompt: str, response: str, decision: Decision) -> StoredTurn:
@@ -199,15 +214,27 @@ class Crychic(TreeBuilder):
                 return Decision(t, t - 1, "ifqc-implicit", score=implicit)
         label, query = None, prompt
         if self.simplifier is not None:
-            labelled = self.simplifier.label(prompt)
+            labelled, confidence = self._label(prompt)
             label = prompt_label(labelled)
             if label == "information":
-                return Decision(t, t - 1, "simplifier-information", label=label)
+                return Decision(t, t - 1, "simplifier-information", score=confidence.get(label), label=label)
             if label == "polite":
-                return Decision(t, -1, "simplifier-polite", label=label)
+                return Decision(t, -1, "simplifier-polite", score=confidence.get(label), label=label)
             if label == "instruction":
                 query = simplify(labelled)
         return self._judge(t, query, label)
+
+    def _label(self, prompt: str) -> tuple[list[tuple[str, str]], dict[str, float]]:
+        """The simplifier's (sentence, label) pairs and, when it scores them, each label's highest sentence
+        probability (the score behind a simplifier decision)."""
+        scored = getattr(self.simplifier, "label_scored", None)
+        if scored is None:
+            return self.simplifier.label(prompt), {}
+        triples = scored(prompt)
+        confidence: dict[str, float] = {}
+        for _, label, probability in triples:
+            confidence[label] = max(confidence.get(label, 0.0), float(probability))
+        return [(sentence, label) for sentence, label, _ in triples], confidence
 
     def _judge(self, t: int, query: str, label: str | None) -> Decision:
         candidates = self.turns[-self.window:]
@@ -229,6 +256,7 @@ class Crychic(TreeBuilder):
 def reconstruct(exchanges: list[tuple[str, str]], make_builder: Callable[[], TreeBuilder]) -> TreeBuilder:
     """A fresh builder fed one logged conversation's (prompt, response) pairs in order."""
     builder = make_builder()
+    builder.prepare([prompt for prompt, _ in exchanges])
     for prompt, response in exchanges:
         builder.add_turn(prompt, response)
     return builder

@@ -127,31 +127,43 @@ def _check_tree_ids(turns: list[dict[str, Any]], where: str) -> None:
                                           "to its parent's tree")
 
 
+def check_conversation(obj: Any, where: str) -> dict[str, Any]:
+    """One conversation object as ``{"conversation_id": str, "turns": [turn dicts]}``, validated; ``where``
+    (file and line or item) starts every error message."""
+    if not isinstance(obj, Mapping):
+        raise WildChatTreeSourceError(f"{where}: expected a conversation object, got {type(obj).__name__}")
+    cid = obj.get("conversation_id")
+    if isinstance(cid, bool) or not isinstance(cid, (str, int)) or not str(cid).strip():
+        raise WildChatTreeSourceError(f"{where}: field 'conversation_id' must be a non-empty string, got {cid!r}")
+    cid = str(cid)
+    here = f"{where}, conversation {cid!r}"
+    turns = obj.get("turns")
+    if not isinstance(turns, list) or not turns:
+        raise WildChatTreeSourceError(f"{here}: field 'turns' must be a non-empty list of turn objects, "
+                                      f"got {turns!r:.60}")
+    checked = [_check_turn(turn, t, here) for t, turn in enumerate(turns)]
+    _check_tree_ids(checked, here)
+    return {"conversation_id": cid, "turns": checked}
+
+
+def source_objects(source: Path) -> Iterator[tuple[str, Any]]:
+    """(where, object) for every conversation object of a source, in file and line order."""
+    for path in source_files(Path(source)):
+        yield from _objects(path)
+
+
 def read_annotated(source: Path) -> list[dict[str, Any]]:
     """Every conversation of a source as ``{"conversation_id": str, "turns": [turn dicts]}``, validated."""
     conversations: list[dict[str, Any]] = []
     first_seen: dict[str, str] = {}
-    for path in source_files(Path(source)):
-        for where, obj in _objects(path):
-            if not isinstance(obj, Mapping):
-                raise WildChatTreeSourceError(f"{where}: expected a conversation object, got {type(obj).__name__}")
-            cid = obj.get("conversation_id")
-            if isinstance(cid, bool) or not isinstance(cid, (str, int)) or not str(cid).strip():
-                raise WildChatTreeSourceError(f"{where}: field 'conversation_id' must be a non-empty string, "
-                                              f"got {cid!r}")
-            cid = str(cid)
-            here = f"{where}, conversation {cid!r}"
-            if cid in first_seen:
-                raise WildChatTreeSourceError(f"{here}: field 'conversation_id' repeats the conversation at "
-                                              f"{first_seen[cid]}; conversation ids must be unique")
-            first_seen[cid] = where
-            turns = obj.get("turns")
-            if not isinstance(turns, list) or not turns:
-                raise WildChatTreeSourceError(f"{here}: field 'turns' must be a non-empty list of turn objects, "
-                                              f"got {turns!r:.60}")
-            checked = [_check_turn(turn, t, here) for t, turn in enumerate(turns)]
-            _check_tree_ids(checked, here)
-            conversations.append({"conversation_id": cid, "turns": checked})
+    for where, obj in source_objects(source):
+        conversation = check_conversation(obj, where)
+        cid = conversation["conversation_id"]
+        if cid in first_seen:
+            raise WildChatTreeSourceError(f"{where}, conversation {cid!r}: field 'conversation_id' repeats the "
+                                          f"conversation at {first_seen[cid]}; conversation ids must be unique")
+        first_seen[cid] = where
+        conversations.append(conversation)
     if not conversations:
         raise WildChatTreeSourceError(f"{source}: no conversations found")
     return conversations

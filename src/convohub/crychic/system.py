@@ -2,8 +2,9 @@
 training data (:mod:`convohub.crychic.release_data`), the IFQC, prompt simplifier and follow-up judge each
 trained by its script under ``accelerate launch``, measured before and after training and published with its
 card (:mod:`convohub.crychic.model_specs`; the judge's evaluation also reconstructs the WildChatTree test split
-with CRyCHIc, both ablations and the Non-Reconstructing baseline: the card's Table 1), one leaderboard
-benchmark, and the ``convohub crychic`` subcommands (:mod:`convohub.crychic.cli`).
+with CRyCHIc, both ablations and the Non-Reconstructing baseline, and a step of its own runs the paper's LLM
+baseline through the release's LLM: the card's Table 1), the Space (``spaces/crychic``), one leaderboard
+benchmark, and the ``convohub crychic`` and ``convohub tree`` subcommands (:mod:`convohub.crychic.cli`).
 
 Without a source the dataset is constructed offline from the sample corpus; ``--source`` (or the
 ``CONVOHUB_WILDCHAT_TREE_SOURCE`` environment variable, for release runs) reads annotated conversations in
@@ -66,6 +67,43 @@ def _training_data_dir(ctx: Any) -> Path:
     return build_release_training_data(ctx)
 
 
+LLM_BASELINE_EVAL = "crychic_llm_baseline_eval_path"
+
+
+def _step_llm_baseline(ctx: Any) -> dict[str, Any]:
+    """The paper's LLM baseline through the release's LLM (the configured one, else the offline SmolLM2) on
+    the first test conversations; with ``--llm rules`` there is no LLM, which the card then says."""
+    from convohub.crychic.model_specs import evaluate_llm_baseline, llm_conversation_cap
+    from convohub.hub import atomic_write_text, dump_json
+
+    if ctx.use_rules:
+        results: dict[str, Any] = {"skipped": "the release ran with --llm rules, so no LLM answered"}
+    else:
+        folders = {spec.name: Path(ctx.artifacts[spec.artifact("dir")]) for spec in (IFQC, SIMPLIFIER, JUDGE)}
+        results = evaluate_llm_baseline(_tree_dir(ctx), folders, ctx.chat_llm(),
+                                        max_conversations=llm_conversation_cap())
+        ctx.log(f"LLM baseline ({results['llm']}, {results['scoring']}) on {results['conversations']} conversations: "
+                f"accuracy {results['scores']['all_turns']['accuracy']:.3f}, {results['seconds']} s")
+    path = ctx.scratch("crychic") / "crychic_llm_baseline_eval.json"
+    atomic_write_text(path, dump_json(results))
+    return {LLM_BASELINE_EVAL: path}
+
+
+def _llm_baseline_results(ctx: Any) -> dict[str, Any]:
+    from convohub.hub import read_json
+
+    path = ctx.artifacts.get(LLM_BASELINE_EVAL)
+    return {"llm_baseline": read_json(Path(path))} if path else {}
+
+
+def _step_space(ctx: Any) -> dict[str, Any]:
+    from convohub.crychic.space import export_space
+
+    models = [ctx.target.repo_id(spec.repo_name(ctx.profile)) for spec in (IFQC, SIMPLIFIER, JUDGE)]
+    return {"crychic_space_dir": export_space(ctx.target, ctx.repo, dataset_id=ctx.target.repo_id(DATASET_NAME),
+                                              models=models)}
+
+
 def _reference(row: Mapping[str, Any]) -> tuple[str, list[int]]:
     return str(row["conversation_id"]), [int(turn["parent"]) for turn in row["turns"]]
 
@@ -98,11 +136,15 @@ SYSTEM = System(
         Step("build", "crychic-training-data", _step_training_data),
         *release_steps(IFQC, system="crychic", dataset=_training_data_dir),
         *release_steps(SIMPLIFIER, system="crychic", dataset=_training_data_dir),
-        # the judge trains on the training data; its evaluation also reconstructs WildChatTree's test split
+        # the judge trains on the training data; its evaluation also reconstructs WildChatTree's test split, and
+        # its card carries the LLM baseline measured after it
         train_step(JUDGE, system="crychic", dataset=_training_data_dir),
         evaluate_step(JUDGE, system="crychic", dataset=_tree_dir),
-        card_step(JUDGE),
+        Step("evaluate", "crychic-llm-baseline", _step_llm_baseline),
+        card_step(JUDGE, extra=_llm_baseline_results),
+        Step("space", "crychic-space", _step_space),
     ),
+    space="crychic",
     datasets=(DatasetBuilder(DATASET_NAME, "Conversation trees: one parent per turn (MixMC-mixed or annotated)",
                              _build_dataset),),
     benchmarks=(BENCHMARK,),

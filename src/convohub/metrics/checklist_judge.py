@@ -487,18 +487,14 @@ class LogOddsJudge(ChatBackend):
     def chat(self, requests: Sequence[ChatRequest]) -> list[ChatResponse]:
         import torch
 
-        tok, model = self.local.tokenizer, self.local.model
-        out: list[ChatResponse] = []
-        for start in range(0, len(requests), self.batch_size):
-            batch = requests[start:start + self.batch_size]
-            texts = [tok.apply_chat_template(r.messages, tokenize=False, add_generation_prompt=True) for r in batch]
-            enc = tok(texts, return_tensors="pt", padding=True, add_special_tokens=False).to(self.local.device)
-            with torch.inference_mode():
-                logp = model(**enc).logits[:, -1].float().log_softmax(-1)
-            odds = (torch.logsumexp(logp[:, self._ids["yes"]], -1) - torch.logsumexp(logp[:, self._ids["no"]], -1))
-            out.extend(ChatResponse(text=f"{'yes' if v >= 0 else 'no'} (log-odds {v:+.4f})", finish_reason="stop")
-                       for v in odds.tolist())
-        return out
+        from convohub.llm.choices import next_token_logprobs
+
+        if not requests:
+            return []
+        logp = next_token_logprobs(self.local, requests, self.batch_size)
+        odds = torch.logsumexp(logp[:, self._ids["yes"]], -1) - torch.logsumexp(logp[:, self._ids["no"]], -1)
+        return [ChatResponse(text=f"{'yes' if v >= 0 else 'no'} (log-odds {v:+.4f})", finish_reason="stop")
+                for v in odds.tolist()]
 
 
 def as_judge(backend: ChatBackend) -> ChatBackend:

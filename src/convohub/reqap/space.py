@@ -17,6 +17,7 @@ from datetime import date, datetime
 from pathlib import Path
 from typing import Any
 
+from convohub.hub import resolve_folder
 from convohub.reqap.engine.events import EventStore
 from convohub.reqap.engine.executor import REFERENCE_DATE
 
@@ -30,18 +31,6 @@ OBS_COLUMNS = ("id", "structured_event_id", "start_date", "start_time", "end_dat
                "event_data", "properties_mentioned")
 TRACE_HEADERS = ["node", "depth", "operator", "arguments", "input sizes", "output size", "output (first items)",
                  "seconds", "cached"]
-
-
-def resolve_folder(spec: str | None, repo_type: str) -> Path | None:
-    """A local folder, or a Hub repo id downloaded with ``snapshot_download`` (None stays None)."""
-    if not spec:
-        return None
-    path = Path(spec).expanduser()
-    if path.exists():
-        return path
-    from huggingface_hub import snapshot_download
-
-    return Path(snapshot_download(spec, repo_type=repo_type))
 
 
 #: Environment variables naming a component spec, as the CLI's --decomposer/--retriever/--extractor do.

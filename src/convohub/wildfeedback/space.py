@@ -9,59 +9,19 @@ labeller and summariser, tiny models, the lexical judge) and the page says so.
 
 from __future__ import annotations
 
-import json
-import re
 from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
-SPACE_NAME = "wildfeedback-explorer"
-_SPEAKER = re.compile(r"^\s*(user|human|assistant|ai|gpt|bot|system)\s*:\s?(.*)$", re.I)
-_ROLE = {"user": "user", "human": "user", "assistant": "assistant", "ai": "assistant", "gpt": "assistant",
-         "bot": "assistant", "system": "system"}
+# the app parses pasted conversations with the shared transcript reader, under this module's old name
+from convohub.conversations.transcript import parse_transcript as parse_conversation  # noqa: F401
 
+SPACE_NAME = "wildfeedback-explorer"
 EXAMPLE = """User: Write a short poem about the sea.
 Assistant: The sea is big and blue, it is wet and cold, and it is very old, and the sea is very big.
 User: That is too long and boring. Make it shorter and make it rhyme please.
 Assistant: Waves roll, the sea is old.
 User: Thanks, perfect!"""
-
-
-def parse_conversation(text: str) -> list[dict[str, str]]:
-    """Turns from pasted text: ``User: ...`` / ``Assistant: ...`` lines (continuation lines join the turn
-    above; ``Human``/``AI``/``GPT`` accepted), or a JSON list of ``{"role", "content"}`` /
-    ``{"from", "value"}`` (ShareGPT, as in the released WildFeedback file)."""
-    text = (text or "").strip()
-    if not text:
-        raise ValueError("paste a conversation: lines starting with 'User:' and 'Assistant:'")
-    if text.startswith("["):
-        try:
-            items = json.loads(text)
-        except json.JSONDecodeError as exc:
-            raise ValueError(f"the text starts with '[' but is not valid JSON: {exc}") from exc
-        turns = []
-        for i, item in enumerate(items):
-            if not isinstance(item, Mapping):
-                raise ValueError(f"item {i} is not an object with role/content or from/value")
-            role = _ROLE.get(str(item.get("role", item.get("from", ""))).lower())
-            content = item.get("content", item.get("value"))
-            if role is None or not isinstance(content, str):
-                raise ValueError(f"item {i}: need role user/assistant/system (or from human/gpt) and a text")
-            turns.append({"role": role, "content": content})
-    else:
-        turns = []
-        for line in text.splitlines():
-            match = _SPEAKER.match(line)
-            if match:
-                turns.append({"role": _ROLE[match.group(1).lower()], "content": match.group(2)})
-            elif turns:
-                turns[-1]["content"] += "\n" + line
-            elif line.strip():
-                raise ValueError(f"the first line must start with 'User:' (or 'Assistant:'), got {line[:40]!r}")
-    turns = [{"role": t["role"], "content": t["content"].strip()} for t in turns]
-    if not any(t["role"] == "user" for t in turns):
-        raise ValueError("the conversation has no user turn")
-    return turns
 
 
 def label_rows(turns: Sequence[Mapping[str, str]], result: Any) -> list[list[str]]:

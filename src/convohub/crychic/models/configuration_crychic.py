@@ -4,6 +4,14 @@ Each configuration nests the configuration of the encoder it wraps (``encoder_co
 Auto classes know, BERT when none is given), so a saved folder rebuilds the whole network from its
 ``config.json`` alone; the encoder's weights live in the same ``model.safetensors`` as the head.
 
+An encoder that is itself custom code (the paper's gte encoders: model type ``new``, ``auto_map`` into
+``Alibaba-NLP/new-impl``) cannot be rebuilt from the Auto classes' tables. Its saved fields are kept in a
+:class:`CustomEncoderConfig` until the model is built, when :func:`custom_encoder_class` loads its code from
+the folder (or Hub repository) being loaded: ``save_pretrained`` copies that code into the folder beside
+CRyCHIc's own files and ``config.json`` points at the copies (:meth:`CrychicEncoderConfig.to_dict`), so a
+saved folder needs neither the encoder's original repository nor convohub. Loading such a folder runs the
+encoder's code, which is what ``trust_remote_code=True`` consents to.
+
 This file is copied into every saved model folder (``save_pretrained`` of a class registered with
 ``register_for_auto_class``) and loaded from there by ``from_pretrained(..., trust_remote_code=True)``, so it
 imports nothing but ``transformers``: no convohub, no relative imports outside the copied files.
@@ -15,7 +23,8 @@ tokens per side. Small profiles override the sizes.
 
 from __future__ import annotations
 
-from typing import ClassVar
+import copy
+from typing import Any, ClassVar
 
 from transformers import AutoConfig, PretrainedConfig
 from transformers.configuration_utils import SubConfigSpec
@@ -23,6 +32,65 @@ from transformers.configuration_utils import SubConfigSpec
 IFQC_LABELS = ("explicit", "implicit")
 SIMPLIFIER_LABELS = ("polite", "information", "instruction")
 JUDGE_ARCHITECTURES = ("bi", "cross")
+JUDGE_POOLINGS = ("first", "mean")
+JUDGE_PAIR_FEATURES = ("paper", "paper+product")
+
+
+def is_custom_encoder(fields: dict[str, Any]) -> bool:
+    """Whether saved encoder fields describe custom code: a model type the Auto classes do not know, with an
+    ``auto_map`` naming the configuration class's code."""
+    from transformers.models.auto.configuration_auto import CONFIG_MAPPING
+
+    return fields.get("model_type") not in CONFIG_MAPPING and "AutoConfig" in (fields.get("auto_map") or {})
+
+
+def local_reference(reference: Any) -> Any:
+    """``"repo--module.Class"`` -> ``"module.Class"``: the class in a file of the folder itself."""
+    return reference.split("--")[-1] if isinstance(reference, str) else reference
+
+
+def custom_encoder_class(auto_map: dict[str, Any], auto_class: str, source: str) -> type:
+    """The class ``auto_map[auto_class]`` names, its code read from ``source`` (a folder or Hub repo id; a
+    reference of the form ``repo--module.Class`` names another repository, as gte's do)."""
+    from transformers.dynamic_module_utils import get_class_from_dynamic_module
+
+    if auto_class not in auto_map:
+        raise ValueError(f"the custom encoder's auto_map {auto_map} names no {auto_class} class")
+    if not source:
+        raise ValueError("the encoder is custom code (its model type is unknown to transformers): build the model "
+                         "with from_pretrained(folder) of a saved folder, which holds that code, or with from_encoder")
+    return get_class_from_dynamic_module(auto_map[auto_class], source)
+
+
+class CustomEncoderConfig(PretrainedConfig):
+    """The saved fields of a custom-code encoder's configuration, kept as they are until the model is built
+    from the folder holding its code (module docstring). Fields read as attributes (``hidden_size``)."""
+
+    model_type = "crychic-custom-encoder"
+
+    def __init__(self, fields: dict[str, Any] | None = None, **kwargs):
+        super().__init__(**kwargs)
+        self.fields = copy.deepcopy(dict(fields or {}))
+
+    def __getattr__(self, name: str) -> Any:
+        fields = self.__dict__.get("fields") or {}
+        if name in fields:
+            return fields[name]
+        raise AttributeError(f"{type(self).__name__} has no attribute {name!r}")
+
+    @property
+    def auto_map(self) -> dict[str, Any]:
+        return dict(self.fields.get("auto_map") or {})
+
+    def to_dict(self) -> dict[str, Any]:
+        out = super().to_dict()  # the base fields too: transformers diffs nested configs against them
+        out.pop("fields", None)
+        return {**out, **copy.deepcopy(self.fields)}
+
+    def resolve(self, source: str) -> PretrainedConfig:
+        """The encoder's own configuration, its class loaded from ``source``."""
+        fields = {k: v for k, v in self.fields.items() if k != "transformers_version"}
+        return custom_encoder_class(self.auto_map, "AutoConfig", source).from_dict(fields)
 
 
 class CrychicEncoderConfig(PretrainedConfig):
@@ -44,6 +112,8 @@ class CrychicEncoderConfig(PretrainedConfig):
     default_labels: ClassVar[tuple[str, ...]] = ()
 
     def __post_init__(self, **kwargs):
+        if isinstance(self.encoder_config, dict) and is_custom_encoder(self.encoder_config):
+            self.encoder_config = CustomEncoderConfig(self.encoder_config)  # resolved when the model is built
         # id2label before the parent's __post_init__, which derives num_labels from it
         if self.default_labels and self.id2label is None:
             self.id2label = dict(enumerate(self.default_labels))
@@ -63,6 +133,15 @@ class CrychicEncoderConfig(PretrainedConfig):
     @property
     def encoder_hidden_size(self) -> int:
         return int(self.encoder_config.hidden_size)
+
+    def to_dict(self) -> dict[str, Any]:
+        """As saved: a custom encoder's ``auto_map`` points at the code files ``save_pretrained`` copies
+        into the folder, not at the repository the code first came from."""
+        out = super().to_dict()
+        encoder = out.get("encoder_config")
+        if isinstance(encoder, dict) and encoder.get("auto_map"):
+            encoder["auto_map"] = {k: local_reference(v) for k, v in encoder["auto_map"].items()}
+        return out
 
 
 class CrychicIFQCConfig(CrychicEncoderConfig):
@@ -102,8 +181,18 @@ class CrychicFollowUpJudgeConfig(CrychicEncoderConfig):
     default_hidden_sizes: ClassVar[tuple[int, ...]] = (1024, 512, 256, 64, 16)
     architecture: str = "bi"
     turn_max_tokens: int = 512
+    #: how a text becomes one vector: ``first`` token (the paper's gte encoders are trained with CLS pooling)
+    #: or the attention-masked ``mean`` of the tokens (how sentence-transformers pools all-MiniLM-L6-v2)
+    pooling: str = "first"
+    #: the bi-encoder head's input: ``paper`` ``[history; prompt; history - prompt]``, or ``paper+product``
+    #: with ``history * prompt`` appended (a dot product the head can sum directly, as sentence-pair heads do)
+    pair_features: str = "paper"
 
     def __post_init__(self, **kwargs):
         super().__post_init__(**kwargs)
         if self.architecture not in JUDGE_ARCHITECTURES:
             raise ValueError(f"architecture must be one of {JUDGE_ARCHITECTURES}, got {self.architecture!r}")
+        if self.pooling not in JUDGE_POOLINGS:
+            raise ValueError(f"pooling must be one of {JUDGE_POOLINGS}, got {self.pooling!r}")
+        if self.pair_features not in JUDGE_PAIR_FEATURES:
+            raise ValueError(f"pair_features must be one of {JUDGE_PAIR_FEATURES}, got {self.pair_features!r}")

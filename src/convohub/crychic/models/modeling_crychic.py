@@ -31,7 +31,15 @@ from .configuration_crychic import (
     CrychicFollowUpJudgeConfig,
     CrychicIFQCConfig,
     CrychicSimplifierConfig,
+    CustomEncoderConfig,
+    custom_encoder_class,
+    is_custom_encoder,
 )
+
+
+def _is_custom(encoder_config: object) -> bool:
+    return is_custom_encoder({"model_type": getattr(encoder_config, "model_type", None),
+                              "auto_map": getattr(encoder_config, "auto_map", None)})
 
 
 class CrychicMLPHead(nn.Module):
@@ -59,7 +67,31 @@ class CrychicPreTrainedModel(PreTrainedModel):
     supports_gradient_checkpointing = False
 
     def _build_encoder(self, config: CrychicEncoderConfig) -> nn.Module:
-        return AutoModel.from_config(config.encoder_config)
+        """The encoder network (random weights; loading fills them). A custom-code encoder (gte) is built from
+        its own classes: read from the folder being loaded (``config.name_or_path``), where ``save_pretrained``
+        put its code, or, from :meth:`from_encoder`, from the encoder's own folder or repository."""
+        encoder = config.encoder_config
+        # by model type, not isinstance: loaded as remote code, this file and the configuration file are
+        # imported under different module hashes, so the class objects differ
+        if type(encoder).model_type == CustomEncoderConfig.model_type:
+            source = config.name_or_path
+            encoder = config.encoder_config = encoder.resolve(source)
+        elif _is_custom(encoder):
+            source = encoder.name_or_path
+        else:
+            return AutoModel.from_config(encoder)
+        return custom_encoder_class(encoder.auto_map, "AutoModel", source)._from_config(encoder)
+
+    def save_pretrained(self, save_directory, *args, **kwargs) -> None:
+        """``PreTrainedModel.save_pretrained``, plus the code of a custom-code encoder (its modeling and
+        configuration files, with their relative imports) copied into the folder, where ``config.json``'s
+        nested ``auto_map`` points."""
+        super().save_pretrained(save_directory, *args, **kwargs)
+        if kwargs.get("is_main_process", True) and _is_custom(self.config.encoder_config):
+            from transformers.dynamic_module_utils import custom_object_save
+
+            custom_object_save(self.encoder, save_directory)
+            custom_object_save(self.config.encoder_config, save_directory)
 
     def _init_weights(self, module: nn.Module) -> None:
         # The encoder is a PreTrainedModel and initialises its own modules; this sees only the head's. The
@@ -225,7 +257,8 @@ class CrychicFollowUpJudgeModel(CrychicPreTrainedModel):
     def __init__(self, config: CrychicFollowUpJudgeConfig):
         super().__init__(config)
         self.encoder = self._build_encoder(config)
-        width = config.encoder_hidden_size * (3 if config.architecture == "bi" else 1)
+        parts = 1 if config.architecture != "bi" else 3 + (config.pair_features == "paper+product")
+        width = config.encoder_hidden_size * parts
         self.head = CrychicMLPHead(width, config.head_hidden_sizes, 1, config.head_dropout)
         self.post_init()
 
@@ -235,15 +268,24 @@ class CrychicFollowUpJudgeModel(CrychicPreTrainedModel):
 
     def embed(self, input_ids: torch.Tensor, attention_mask: torch.Tensor | None = None,
               token_type_ids: torch.Tensor | None = None) -> torch.Tensor:
-        """One vector per text (first-token hidden state): what the pipeline stores for every turn."""
-        return self.encode(input_ids, attention_mask, token_type_ids)[:, 0]
+        """One vector per text (first-token hidden state, or the mean over the real tokens with
+        ``config.pooling == "mean"``): what the pipeline stores for every turn."""
+        hidden = self.encode(input_ids, attention_mask, token_type_ids)
+        if self.config.pooling == "first":
+            return hidden[:, 0]
+        mask = (attention_mask if attention_mask is not None else torch.ones_like(input_ids)).unsqueeze(-1)
+        mask = mask.to(hidden.dtype)
+        return (hidden * mask).sum(1) / mask.sum(1).clamp(min=1.0)
 
     def score_embeddings(self, history: torch.Tensor, prompt: torch.Tensor) -> torch.Tensor:
         """Bi-encoder logits for stored history embeddings against prompt embeddings (broadcast over batch)."""
         if not self.is_bi_encoder:
             raise ValueError("score_embeddings needs architecture='bi'; a cross-encoder scores text pairs")
         history, prompt = torch.broadcast_tensors(history, prompt)
-        return self.head(torch.cat([history, prompt, history - prompt], dim=-1)).squeeze(-1)
+        features = [history, prompt, history - prompt]
+        if self.config.pair_features == "paper+product":
+            features.append(history * prompt)
+        return self.head(torch.cat(features, dim=-1)).squeeze(-1)
 
     def forward(self, input_ids: torch.Tensor | None = None, attention_mask: torch.Tensor | None = None,
                 token_type_ids: torch.Tensor | None = None, history_input_ids: torch.Tensor | None = None,
