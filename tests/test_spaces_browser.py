@@ -143,6 +143,18 @@ def test_wildfeedback_space_labels_and_charts_the_judge(browser: Any, apps: dict
         visit.finish(shots, "wildfeedback")
 
 
+def test_promise_space_plays_a_turn_and_charts_the_simulator(browser: Any, apps: dict[str, Any], shots: Path) -> None:
+    with serve(apps["promise"]) as (url, _):
+        visit = Visit(browser, url)
+        visit.click("Start")  # the example intent and first question are the textboxes' defaults
+        visit.page.get_by_text("SQ4", exact=True).first.wait_for(timeout=120_000)  # four suggestions (SmolLM2)
+        visit.page.get_by_label("none helps", exact=True).check()
+        visit.click("Choose")
+        assert visit.text_of("you vs the simulator").startswith("You chose: none helps.")
+        assert visit.bars("simulator-chart", first_has_height=False) == 6  # one bar per choice
+        visit.finish(shots, "promise")
+
+
 @pytest.mark.parametrize("metric", METRICS)
 def test_metric_space_scores_and_charts(metric: str, browser: Any, apps: dict[str, Any], shots: Path) -> None:
     with serve(apps[f"metric-{metric}"]) as (url, _):
