@@ -31,13 +31,17 @@ SAMPLE = REPO / "dataset_scripts" / "promise" / "sample"
 
 # ------------------------------------------------------------------------------------------------ scripted LLM
 def scripted_reply(request: ChatRequest) -> str:
-    """An agent that follows every prompt: intents and questions from the topic, SQAs copied from the passage
-    (grounded; a sampled retry names its seed, so it is a new question)."""
+    """An agent that follows every prompt: intents and questions from the topic, SQAs copied from the passage or
+    the sentence (grounded; a sampled retry names its seed, so it is a new question)."""
     text = request.messages[-1]["content"]
     if text.startswith("Topic:") and "\nIntent:" not in text:
         return f"Intent: I want to learn about {text[7:].strip()} with a budget under $100 for my family."
     if text.startswith("Topic:"):
         return f"Question: What {text.split(chr(10))[0][7:].strip()} options are there?"
+    if text.startswith("Sentence:"):  # answer-first: the question a snippet sentence answers
+        words = text[10:].split()
+        extra = f" variant {request.seed % 997}" if request.seed is not None else ""
+        return f"Question: Is it true that {' '.join(words[:6])}{extra}?"
     if "Passage:" in text:
         passage = text.rsplit("Passage: ", 1)[1].split("\nQuery:")[0]
         words = passage.split()
@@ -169,10 +173,11 @@ def test_sqa_and_action_checks():
 
 
 # ------------------------------------------------------------------------------------------------ the loop
-def test_loop_rules_stop_concatenate_and_rebalance():
+@pytest.mark.parametrize("answers", ["llm", "extractive"])
+def test_loop_rules_stop_concatenate_and_rebalance(answers: str) -> None:
     user = ScriptedUser({"drone": ["sq1"] * 8, "boiling eggs": ["sq2", "none", "sq3", "none"],
                          "Wi-Fi": ["sq4", "done"]})
-    dialogues, report = _run(user)
+    dialogues, report = _run(user, answers=answers)
     by_topic = {d["topic"]: d for d in dialogues}
     drone, eggs, wifi = by_topic["budget drone with camera"], by_topic["boiling eggs"], by_topic["slow home Wi-Fi"]
     assert drone["outcome"] == "incomplete" and drone["num_turns"] == 8  # at most 8 turns
@@ -189,8 +194,13 @@ def test_loop_rules_stop_concatenate_and_rebalance():
     assert t[2]["retrieval_query"] == f"{eggs['initial_question']} {picked(t[0])}"
     assert t[3]["retrieval_query"] == picked(t[2])
     # every record names the agent LLM, the retrieval backend and the user
+    agent = "scripted:scripted-agent" + ("" if answers == "llm" else " (questions for snippet sentences)")
     assert {(d["agent_llm"], d["retrieval_backend"], d["user_simulator"]) for d in dialogues} == \
-        {("scripted:scripted-agent", "bm25s:convohub-promise-passages-v1", "scripted-user")}
+        {(agent, "bm25s:convohub-promise-passages-v1", "scripted-user")}
+    for turn in (t for d in dialogues for t in d["turns"]):  # every answer is grounded in its snippet
+        for qa in turn["suggested_qas"]:
+            snippet = turn["web_snippets"][qa["snippet_index"]]
+            assert qa["answer"].rstrip(".") in snippet
     # re-balanced: 8 + 2 + 1 picked suggestions spread over the four positions (3, 3, 3, 2 in some order)
     picks = [t["action"] for d in dialogues for t in d["turns"] if t["action"].startswith("sq")]
     assert sorted(picks.count(f"sq{k}") for k in range(1, 5)) == [2, 3, 3, 3]
@@ -214,25 +224,29 @@ def test_killed_generation_repeats_no_finished_call(tmp_path: Path) -> None:
     plans = {"drone": ["sq1", "sq2", "none", "done"], "boiling eggs": ["sq3", "none", "none"],
              "Wi-Fi": ["sq1"] * 8}
     whole = Recording()
-    expected, _ = _run(ScriptedUser(plans), backend=whole)
+    expected, _ = _run(ScriptedUser(plans), backend=whole, answers="extractive")
     killed = Recording(fail_at_batch=4)  # intents, questions, turn 1 ... killed while writing turn 2
     with pytest.raises(KeyboardInterrupt):
-        _run(ScriptedUser(plans), work=tmp_path, backend=killed)
+        _run(ScriptedUser(plans), work=tmp_path, backend=killed, answers="extractive")
     assert killed.seen  # some calls finished before the kill
     rerun = Recording()
-    dialogues, _ = _run(ScriptedUser(plans), work=tmp_path, backend=rerun)
+    dialogues, _ = _run(ScriptedUser(plans), work=tmp_path, backend=rerun, answers="extractive")
     assert not set(rerun.seen) & set(killed.seen)  # no finished call is asked again
-    assert sorted(rerun.seen + killed.seen) == sorted(whole.seen)  # and together they are the whole run
+    assert set(rerun.seen) | set(killed.seen) == set(whole.seen)  # and together they are the whole run
     assert dialogues == expected
     again = Recording()
-    assert _run(ScriptedUser(plans), work=tmp_path, backend=again)[0] == expected and again.seen == []
+    assert _run(ScriptedUser(plans), work=tmp_path, backend=again, answers="extractive")[0] == expected
+    assert again.seen == []  # the finished run is a stage file: not even the cache is asked
 
 
 def test_coverage_user_rules():
     user = CoverageUser()
     intent = "I want a cheap drone with a camera for a beginner."  # cheap, drone, camera, beginner
-    assert user.decide(UserView(intent, ("Which drone is cheap?",), ("Is a camera drone good for a beginner?",
-                                                                      "How heavy is a drone?", "x?", "y?"))) == "done"
+    covering = ("Is a camera drone good for a beginner?", "How heavy is a drone?", "x?", "y?")
+    # the first question covers enough of the intent, but it was never answered: only picked suggestions count
+    assert user.decide(UserView(intent, ("Which cheap camera drone suits a beginner?",), covering)) == "none"
+    assert user.decide(UserView(intent, ("Which drone is cheap?", "Does it have a camera for a beginner?"),
+                                covering)) == "done"
     assert user.decide(UserView(intent, ("Which drone?",), ("What does a camera cost?", "Is a camera drone good for "
                                                            "a beginner?", "x?", "y?"))) == "sq2"
     assert user.decide(UserView(intent, ("Which drone?",), ("How long to boil eggs?",) * 4)) == "none"

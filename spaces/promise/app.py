@@ -83,7 +83,7 @@ with gr.Blocks(title="ProMISe explorer") as demo:
     gr.Markdown("# ProMISe explorer\nYou play the user of a *proactive multi-turn information-seeking dialogue*: "
                 "state what you want to find out and a short first question. At each turn the agent (which never "
                 f"sees your intent; `{AGENT}` with BM25 over convohub's 96-passage collection) suggests four "
-                "questions, each answered by the closest sentence of the snippet it was written from. Pick one, say "
+                "questions, each asked for the snippet sentence closest to your query (its answer). Pick one, say "
                 "none helps, or say your intent is satisfied; the trained user simulator's prediction for the same "
                 "turn is shown beside your choice. "
                 "Offline models are tiny (SmolLM2-135M, MiniLM): a demonstration of the setting, not of quality.")

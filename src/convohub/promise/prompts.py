@@ -156,54 +156,80 @@ def fit_examples(blocks: Sequence[str], budget_tokens: int) -> list[str]:
     return kept
 
 
-SQ_INSTRUCTION = ("You suggest the next question a search user could ask about their query, one that the passage "
-                  "answers. Reply as 'Question: ...'.")
-#: how the agent's answers are written: by the LLM (the paper), or copied from the snippet (``extractive``)
+QG_INSTRUCTION = "Write the question that the sentence answers. Reply as 'Question: ...'."
+#: worked examples of the answer-first prompt (sentence, question), on topics outside the passage collection
+QG_EXAMPLES = (("Hiking boots with a waterproof membrane cost from about $90 to $200.",
+                "How much do waterproof hiking boots cost?"),
+               ("Pizza dough needs about one hour to rise in a warm kitchen.", "How long does pizza dough take to rise?"))
+#: how the agent's answers are written: by the LLM with the question (the paper), or first, as the snippet sentence
+#: closest to the query, with the LLM writing the question that sentence answers (``extractive``)
 ANSWER_MODES = ("llm", "extractive")
+_SENTENCE = re.compile(r"(?<=[.!?])\s+(?=[A-Z0-9$])")
 
 
-def sqa_request(query: str, snippet: str, examples: Sequence[str] = (), *, answers: str = "llm",
-                seed: int | None = None, temperature: float = 0.0, max_new_tokens: int = 48) -> ChatRequest:
-    """One suggested question for ``query`` grounded in ``snippet`` (Table 6, one SQA per call): with its
-    answer (``answers="llm"``), or the question alone when the answer is copied from the snippet."""
-    if answers not in ANSWER_MODES:
-        raise ValueError(f"answers must be one of {ANSWER_MODES}, got {answers!r}")
+def answer_sentence(query: str, snippet: str) -> str:
+    """The snippet sentence sharing the most content words with the query (the first on a tie)."""
+    sentences = [x.strip() for x in _SENTENCE.split(snippet.strip()) if x.strip()] or [snippet.strip()]
+    wanted = content_words(query)
+    return max(sentences, key=lambda x: (len(content_words(x) & wanted), -sentences.index(x)))
+
+
+def qg_request(answer: str, examples: Sequence[tuple[str, str]] = (), *, seed: int | None = None,
+                     temperature: float = 0.0) -> ChatRequest:
+    """The question a snippet sentence answers (answer-first suggestion); ``examples`` are earlier turns'
+    (answer, question) pairs, shown as further worked examples after the fixed ones."""
+    messages = [{"role": "system", "content": QG_INSTRUCTION}]
+    for sentence, question in (*QG_EXAMPLES, *examples):
+        messages += [{"role": "user", "content": f"Sentence: {sentence}"},
+                     {"role": "assistant", "content": f"Question: {question}"}]
+    messages.append({"role": "user", "content": f"Sentence: {answer}"})
+    return ChatRequest(messages=messages, max_new_tokens=28, temperature=temperature, seed=seed)
+
+
+def fit_pairs(pairs: Sequence[tuple[str, str]], budget_tokens: int) -> list[tuple[str, str]]:
+    """As many of the most recent (answer, question) pairs as fit ``budget_tokens`` (estimated), oldest first."""
+    kept: list[tuple[str, str]] = []
+    used = 0
+    for pair in reversed(pairs):
+        cost = estimate_tokens(" ".join(pair)) + 4
+        if used + cost > budget_tokens:
+            break
+        kept.insert(0, pair)
+        used += cost
+    return kept
+
+
+def sqa_request(query: str, snippet: str, examples: Sequence[str] = (), *, seed: int | None = None,
+                temperature: float = 0.0, max_new_tokens: int = 48) -> ChatRequest:
+    """One suggested question with its answer for ``query``, grounded in ``snippet`` (Table 6, one SQA per
+    call; ``examples``: earlier turns as sample blocks)."""
     context = ("Earlier turns of this conversation:\n" + "\n\n".join(examples) + "\n\n") if examples else ""
-    reply = f"Question: {SQA_EXAMPLE[2]}" + (f"\nAnswer: {SQA_EXAMPLE[3]}" if answers == "llm" else "")
     return ChatRequest(messages=[
-        {"role": "system", "content": SQA_INSTRUCTION if answers == "llm" else SQ_INSTRUCTION},
+        {"role": "system", "content": SQA_INSTRUCTION},
         {"role": "user", "content": f"Passage: {SQA_EXAMPLE[0]}\nQuery: {SQA_EXAMPLE[1]}"},
-        {"role": "assistant", "content": reply},
+        {"role": "assistant", "content": f"Question: {SQA_EXAMPLE[2]}\nAnswer: {SQA_EXAMPLE[3]}"},
         {"role": "user", "content": f"{context}Passage: {snippet}\nQuery: {query}"}],
-        max_new_tokens=max_new_tokens if answers == "llm" else min(max_new_tokens, 28), temperature=temperature,
-        seed=seed)
+        max_new_tokens=max_new_tokens, temperature=temperature, seed=seed)
 
 
 #: share of an answer's content words that must occur in its snippet
 GROUNDING = 0.6
-_SENTENCE = re.compile(r"(?<=[.!?])\s+(?=[A-Z0-9$])")
 
 
-def extract_answer(question: str, snippet: str) -> str:
-    """The snippet sentence sharing the most content words with the question (the first on a tie)."""
-    sentences = [x.strip() for x in _SENTENCE.split(snippet.strip()) if x.strip()]
-    wanted = content_words(question)
-    return max(sentences, key=lambda x: (len(content_words(x) & wanted), -sentences.index(x)))
-
-
-def parse_sqa(text: str, snippet: str, seen: Sequence[str] = (), answers: str = "llm") -> tuple[str, str]:
+def parse_sqa(text: str, snippet: str, seen: Sequence[str] = (), answer: str | None = None) -> tuple[str, str]:
     """(question, answer) of an SQA reply, or ValueError naming the failed check: a question of 3-25 words
     ending in '?', not a repeat of ``seen`` (earlier queries and SQs), sharing a word with the snippet; an
-    answer of 2-50 words with at least :data:`GROUNDING` of its content words in the snippet (``answers="llm"``)
-    or the snippet's sentence closest to the question (``answers="extractive"``)."""
+    answer of 2-50 words with at least :data:`GROUNDING` of its content words in the snippet, unless the
+    ``answer`` was given (answer-first: the snippet sentence the question was asked for)."""
+    given = answer
     question = answer = ""
     for line in text.strip().splitlines():
         if re.match(r"^\s*(?:sample\s+)?question\s*\d*\s*:", line, re.I) and not question:
             question = _strip_label(line, "sample question", "question")
         elif re.match(r"^\s*(?:sample\s+)?answer\s*\d*\s*:", line, re.I) and question and not answer:
             answer = _strip_label(line, "sample answer", "answer")
-    if not question and answers == "extractive" and text.strip().endswith("?"):
-        question = _strip_label(_first_line(text), "question")  # a bare question is a reply too
+    if not question and given is not None and _first_line(text).endswith("?"):
+        question = _first_line(text)  # a bare question is a reply too
     if not question:
         raise ValueError(f"no 'Question:' line in {text.strip()[:80]!r}")
     if "?" in question:
@@ -216,8 +242,8 @@ def parse_sqa(text: str, snippet: str, seen: Sequence[str] = (), answers: str = 
     snippet_words = content_words(snippet)
     if not content_words(question) & snippet_words:
         raise ValueError(f"question shares no word with its snippet: {question[:80]!r}")
-    if answers == "extractive":
-        return question, extract_answer(question, snippet)
+    if given is not None:
+        return question, given
     if not answer:
         raise ValueError(f"no 'Answer:' line after the question in {text.strip()[:80]!r}")
     words = content_words(answer)

@@ -31,11 +31,14 @@ from typing import Any
 
 from convohub.promise.prompts import (
     ANSWER_MODES,
+    answer_sentence,
     fit_examples,
+    fit_pairs,
     intent_request,
     parse_intent,
     parse_question,
     parse_sqa,
+    qg_request,
     question_request,
     sample_block,
     sqa_request,
@@ -60,8 +63,8 @@ class LoopSettings:
     sqa_attempts: int = 3
     setup_attempts: int = 3
     sqa_max_new_tokens: int = 48
-    #: ``llm``: the agent writes each answer (the paper); ``extractive``: it writes the question and the answer is
-    #: the snippet sentence closest to it (grounded by construction; the agent's name says so)
+    #: ``llm``: the agent writes each question and answer (the paper); ``extractive``: the answer is the snippet
+    #: sentence closest to the query and the agent writes the question it answers (the agent's name says so)
     answers: str = "llm"
     seed: int = 0
 
@@ -186,47 +189,55 @@ def setup_dialogues(backend: Any, topics: Sequence[Topic], settings: LoopSetting
     return states
 
 
-def _examples(state: State, budget: int) -> list[str]:
-    blocks = [sample_block(t["retrieval_query"], [(qa["question"], qa["answer"]) for qa in t["suggested_qas"]])
-              for t in state.turns]
-    return fit_examples(blocks, budget)
+def _examples(state: State, settings: LoopSettings) -> Any:
+    """Earlier turns within the context budget: sample blocks for the LLM-answer prompt, (answer, question)
+    pairs for the answer-first prompt."""
+    if settings.answers == "llm":
+        blocks = [sample_block(t["retrieval_query"], [(qa["question"], qa["answer"]) for qa in t["suggested_qas"]])
+                  for t in state.turns]
+        return fit_examples(blocks, settings.context_tokens)
+    pairs = [(qa["answer"], qa["question"]) for t in state.turns for qa in t["suggested_qas"]]
+    return fit_pairs(pairs, settings.context_tokens)
 
 
 def agent_turn(backend: Any, retriever: SnippetRetriever, states: Sequence[State], settings: LoopSettings,
                report: Report, progress: bool = False) -> list[dict[str, Any] | None]:
-    """Retrieve and write the SQAs of the next turn of each state; None for a state whose agent failed."""
+    """Retrieve and write the SQAs of the next turn of each state; None for a state whose agent failed.
+
+    One request per suggestion: with ``answers="llm"`` the agent writes question and answer from the snippet
+    and the query; with ``answers="extractive"`` the answer is the snippet sentence closest to the query and the
+    agent writes the question it answers. A second try uses a spare snippet, later tries sample."""
     hits: list[list[Passage]] = retriever.search([s.query for s in states], settings.snippets)
-    examples = [_examples(s, settings.context_tokens) for s in states]
+    examples = [_examples(s, settings) for s in states]
     items = [(d, slot) for d in range(len(states)) for slot in range(N_SQS)]
     accepted: dict[int, list[str]] = {d: [] for d in range(len(states))}
+    used: dict[int, int] = {}
 
-    def snippet(i: int, attempt: int) -> tuple[int, Passage | None]:
+    def snippet_index(i: int, attempt: int) -> int:
         d, slot = items[i]
         index = slot + N_SQS * (attempt % 2)  # the second try uses a spare snippet when there is one
-        if index >= len(hits[d]):
-            index = slot
-        return index, hits[d][index] if index < len(hits[d]) else None
-
-    used: dict[int, int] = {}
+        return index if index < len(hits[d]) else slot
 
     def request(i: int, attempt: int) -> Any:
         d, _ = items[i]
-        index, passage = snippet(i, attempt)
-        used[i] = index
-        text = passage.text if passage is not None else ""
+        index = used[i] = snippet_index(i, attempt)
+        text = hits[d][index].text if index < len(hits[d]) else ""
         sampled = attempt >= 2
-        return sqa_request(states[d].query, text, examples[d], answers=settings.answers,
-                           temperature=0.7 if sampled else 0.0,
-                           seed=_seed(settings.seed, "sqa", len(states[d].turns), attempt) if sampled else None,
-                           max_new_tokens=settings.sqa_max_new_tokens)
+        params = {"temperature": 0.7 if sampled else 0.0,
+                  "seed": _seed(settings.seed, "sqa", len(states[d].turns), attempt) if sampled else None}
+        if settings.answers == "llm":
+            return sqa_request(states[d].query, text, examples[d], max_new_tokens=settings.sqa_max_new_tokens,
+                               **params)
+        return qg_request(answer_sentence(states[d].query, text), examples[d], **params)
 
     def parse(i: int, text: str) -> tuple[str, str, int]:
         d, _ = items[i]
         index = used[i]
         if index >= len(hits[d]):
             raise ValueError("no snippet retrieved for this suggestion")
-        question, answer = parse_sqa(text, hits[d][index].text, [*states[d].seen_questions(), *accepted[d]],
-                                     answers=settings.answers)
+        snippet = hits[d][index].text
+        given = answer_sentence(states[d].query, snippet) if settings.answers == "extractive" else None
+        question, answer = parse_sqa(text, snippet, [*states[d].seen_questions(), *accepted[d]], answer=given)
         accepted[d].append(question)
         return question, answer, index
 
@@ -340,7 +351,7 @@ def to_record(state: State, agent: str, retrieval: str, user: str) -> dict[str, 
 
 def agent_name(agent: Any, settings: LoopSettings) -> str:
     """What a record names as its agent: the LLM, and how the answers were written when not by it."""
-    return agent.name if settings.answers == "llm" else f"{agent.name} (answers extracted from the snippets)"
+    return agent.name if settings.answers == "llm" else f"{agent.name} (questions for snippet sentences)"
 
 
 def generate(agent: Any, retriever: SnippetRetriever, user: DialogueUser, topics: Sequence[Topic],
@@ -355,7 +366,7 @@ def generate(agent: Any, retriever: SnippetRetriever, user: DialogueUser, topics
 
     agent = cached(agent, work)
     fingerprint = {"settings": asdict(settings), "agent": {"name": agent.name, **agent.identity()},
-                   "retrieval": retriever.name, "user": user.name, "topics": [t.id for t in topics], "v": 2}
+                   "retrieval": retriever.name, "user": user.name, "topics": [t.id for t in topics], "v": 3}
 
     def compute() -> dict[str, Any]:
         started = time.perf_counter()

@@ -24,8 +24,8 @@ CHOICE_LABELS = {**{a: f"SQ{a[2:]}" for a in SQ_ACTIONS}, "none": "none helps", 
 EXAMPLE_INTENT = ("I want to buy a drone with a camera for less than $100 that is easy for a beginner to fly and "
                   "flies for at least 10 minutes.")
 EXAMPLE_QUESTION = "Which camera drones cost under $100?"
-#: the Space's loop settings: the tiny profile's context budget and answers copied from the snippets (what
-#: SmolLM2 can do), the paper's turn and none limits
+#: the Space's loop settings: the tiny profile's context budget and answer-first suggestions (what SmolLM2 can
+#: do), the paper's turn and none limits
 SETTINGS = LoopSettings(n_dialogues=1, context_tokens=160, answers="extractive")
 
 

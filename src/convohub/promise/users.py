@@ -6,9 +6,10 @@ user knows the intent; the agent never sees it. Two users act here, each named i
 * :class:`LLMUser` (``llm:<model id>``): the paper's LLM user without the explanation: the action prompt of
   :mod:`convohub.promise.prompts` through any chat backend, parsed, re-asked a bounded number of times;
 * :class:`CoverageUser` (``rules:intent-coverage-v1``): a named rule stand-in. It tracks which content words
-  of the intent the questions asked so far cover; when at least :data:`DONE_COVERAGE` of them are covered it
-  says ``done``, otherwise it picks the suggestion adding the most uncovered intent words, or ``none`` when no
-  suggestion adds any.
+  of the intent the questions asked so far cover; when at least :data:`DONE_COVERAGE` of them are covered and
+  it has picked at least one suggestion (the first question itself is never answered in ProMISe: only picked
+  suggestions come with answers) it says ``done``, otherwise it picks the suggestion adding the most uncovered
+  intent words, or ``none`` when no suggestion adds any.
 
 Which one acts is a named choice (``auto`` measures both on ``src/convohub/data/promise_user_gold.jsonl``,
 24 user decisions labelled by hand for convohub, and takes the one that agrees better; ties go to the LLM).
@@ -64,7 +65,7 @@ class CoverageUser:
     def decide(self, view: UserView) -> str:
         wanted = content_words(view.intent)
         covered = set().union(*(content_words(q) for q in view.asked)) & wanted
-        if wanted and len(covered) / len(wanted) >= self.done_coverage:
+        if len(view.asked) > 1 and wanted and len(covered) / len(wanted) >= self.done_coverage:
             return "done"
         gains = [len((content_words(c) & wanted) - covered) for c in view.candidates]
         best = max(gains)
