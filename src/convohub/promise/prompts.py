@@ -11,6 +11,9 @@ trusting. The structure follows the paper's appendix (Tables 6, 8, 9, 11); the w
   and earlier turns of the dialogue as in-context examples ("Sample query / Sample question / Sample
   answer") as far as a token budget allows. The question must be a question, new in the dialogue and
   related to the snippet; the answer must be grounded in it (most of its content words occur in the snippet);
+* answer-first suggestion (what SmolLM2 can do): the answer is the snippet sentence closest to the query and
+  the model writes the question it answers, with earlier turns' (answer, question) pairs as further worked
+  examples within the budget; the question passes the same checks;
 * the user's action (Table 11 without the explanation): intent, questions asked so far, the four suggested
   questions -> ``1``..``4``, ``none`` or ``done``.
 """
@@ -183,7 +186,7 @@ def qg_request(answer: str, examples: Sequence[tuple[str, str]] = (), *, seed: i
         messages += [{"role": "user", "content": f"Sentence: {sentence}"},
                      {"role": "assistant", "content": f"Question: {question}"}]
     messages.append({"role": "user", "content": f"Sentence: {answer}"})
-    return ChatRequest(messages=messages, max_new_tokens=28, temperature=temperature, seed=seed)
+    return ChatRequest(messages=messages, max_new_tokens=24, temperature=temperature, seed=seed)
 
 
 def fit_pairs(pairs: Sequence[tuple[str, str]], budget_tokens: int) -> list[tuple[str, str]]:
