@@ -50,17 +50,20 @@ def _dataset(root: Path) -> Path:
     return root / "datasets" / NS / "promise"
 
 
-def test_dataset_loads_like_users_load_it(release_root: Path) -> None:
+def test_dataset_loads_like_users_load_it(release_root: Path, tmp_path: Path) -> None:
     import datasets
 
     folder = _dataset(release_root)
-    dialogues = datasets.load_dataset(str(folder), "dialogues")
+    cache = str(tmp_path / "cache")  # datasets keys its cache of a local folder on the folder's name, not its rows
+    dialogues = datasets.load_dataset(str(folder), "dialogues", cache_dir=cache)
     assert set(dialogues) == {"validation", "test"}
     rows = [d for split in dialogues.values() for d in split]
-    assert rows and all(d["agent_llm"] == "scripted:scripted-agent" and d["retrieval_backend"].startswith("bm25s:")
+    agent = "scripted:scripted-agent (questions for snippet sentences)"  # the tiny profile's answer-first mode
+    assert rows and all(d["agent_llm"] == agent and d["retrieval_backend"].startswith("bm25s:")
                         and d["user_simulator"] == "rules:intent-coverage-v1" for d in rows)
-    task1 = datasets.load_dataset(str(folder), "task1_intent_satisfaction", split="test")
-    task2 = datasets.load_dataset(str(folder), "task2_sq_selection", split="test")
+    assert all(d["topic"].split()[0].lower() in d["initial_question"].lower() for d in rows)
+    task1 = datasets.load_dataset(str(folder), "task1_intent_satisfaction", split="test", cache_dir=cache)
+    task2 = datasets.load_dataset(str(folder), "task2_sq_selection", split="test", cache_dir=cache)
     test = dialogues["test"]
     assert len(task1) == sum(d["num_turns"] for d in test)
     assert len(task2) == len(task1) - sum(d["outcome"] == "intent_satisfied" for d in test)

@@ -170,11 +170,13 @@ ANSWER_MODES = ("llm", "extractive")
 _SENTENCE = re.compile(r"(?<=[.!?])\s+(?=[A-Z0-9$])")
 
 
-def answer_sentence(query: str, snippet: str) -> str:
-    """The snippet sentence sharing the most content words with the query (the first on a tie)."""
+def answer_sentence(query: str, snippet: str, used: Sequence[str] = ()) -> str:
+    """The snippet sentence sharing the most content words with the query (the first on a tie), among those
+    not ``used`` yet as an answer in the dialogue (all of them when every one was)."""
     sentences = [x.strip() for x in _SENTENCE.split(snippet.strip()) if x.strip()] or [snippet.strip()]
+    fresh = [x for x in sentences if x not in set(used)] or sentences
     wanted = content_words(query)
-    return max(sentences, key=lambda x: (len(content_words(x) & wanted), -sentences.index(x)))
+    return max(fresh, key=lambda x: (len(content_words(x) & wanted), -fresh.index(x)))
 
 
 def qg_request(answer: str, examples: Sequence[tuple[str, str]] = (), *, seed: int | None = None,

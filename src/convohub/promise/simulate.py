@@ -208,9 +208,17 @@ def agent_turn(backend: Any, retriever: SnippetRetriever, states: Sequence[State
     and the query; with ``answers="extractive"`` the answer is the snippet sentence closest to the query and the
     agent writes the question it answers. A second try uses a spare snippet, later tries sample."""
     hits: list[list[Passage]] = retriever.search([s.query for s in states], settings.snippets)
+    short = [d for d, h in enumerate(hits) if len(h) < settings.snippets and states[d].query != states[d].initial_question]
+    if short:  # a query matching few passages is topped up with the first question's passages
+        more = retriever.search([states[d].initial_question for d in short], settings.snippets)
+        for d, extra in zip(short, more, strict=True):
+            ids = {p.id for p in hits[d]}
+            hits[d] = [*hits[d], *(p for p in extra if p.id not in ids)][: settings.snippets]
     examples = [_examples(s, settings) for s in states]
     items = [(d, slot) for d in range(len(states)) for slot in range(N_SQS)]
     accepted: dict[int, list[str]] = {d: [] for d in range(len(states))}
+    # answer-first: each dialogue's earlier answers are not asked about again (a new sentence, a new question)
+    answered = [[qa["answer"] for t in s.turns for qa in t["suggested_qas"]] for s in states]
     used: dict[int, int] = {}
 
     def snippet_index(i: int, attempt: int) -> int:
@@ -228,7 +236,7 @@ def agent_turn(backend: Any, retriever: SnippetRetriever, states: Sequence[State
         if settings.answers == "llm":
             return sqa_request(states[d].query, text, examples[d], max_new_tokens=settings.sqa_max_new_tokens,
                                **params)
-        return qg_request(answer_sentence(states[d].query, text), examples[d], **params)
+        return qg_request(answer_sentence(states[d].query, text, answered[d]), examples[d], **params)
 
     def parse(i: int, text: str) -> tuple[str, str, int]:
         d, _ = items[i]
@@ -236,7 +244,7 @@ def agent_turn(backend: Any, retriever: SnippetRetriever, states: Sequence[State
         if index >= len(hits[d]):
             raise ValueError("no snippet retrieved for this suggestion")
         snippet = hits[d][index].text
-        given = answer_sentence(states[d].query, snippet) if settings.answers == "extractive" else None
+        given = answer_sentence(states[d].query, snippet, answered[d]) if settings.answers == "extractive" else None
         question, answer = parse_sqa(text, snippet, [*states[d].seen_questions(), *accepted[d]], answer=given)
         accepted[d].append(question)
         return question, answer, index
