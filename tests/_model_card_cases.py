@@ -162,6 +162,43 @@ def _crychic(tmp: Path, profile: str, task: str) -> tuple[Path, dict[str, Any]]:
     return _folder(tmp, {"training_args.json": args}), results
 
 
+def _f1(task: str, macro: float) -> dict[str, float]:
+    names = ("not_satisfied", "satisfied") if task == "task1" else ("sq1", "sq2", "sq3", "sq4", "none")
+    return {"micro_f1": macro + 0.1, "macro_f1": macro, **{f"f1_{n}": macro for n in names}, "invalid_rate": 0.0}
+
+
+def _promise_encoder(tmp: Path, profile: str, task: str) -> tuple[Path, dict[str, Any]]:
+    tiny = profile == "tiny"
+    base = "minilm" if tiny else "google-bert/bert-base-uncased"
+    args = {"script": {"model_name_or_path": base, "dataset_path": "x"}, "training": {"seed": 0}}
+    cv = {"folds": 4, "scores": _f1(task, 0.41), "fold_sizes": [5, 6, 4, 5]} if tiny else {"folds": 1}
+    training = {"train_items": 20, "train_seconds": 4.2, "class_weighting": "balanced" if tiny else "none",
+                "max_steps": 2 if tiny else -1}
+    # tiny beats the majority baseline, paper does not: both verdict paragraphs render
+    after = _f1(task, 0.55 if tiny else 0.2)
+    results = {"task": task, "split": "test", "items": 18, "before": _f1(task, 0.3), "after": after,
+               "majority": _f1(task, 0.3), "cv": cv, "training": training}
+    return _folder(tmp, {"training_args.json": args}), results
+
+
+def _promise_generator(tmp: Path, profile: str) -> tuple[Path, dict[str, Any]]:
+    tiny = profile == "tiny"
+    base = "smollm2" if tiny else "huggyllama/llama-7b"
+    args = {"script": {"dataset_path": "x"}, "training": {"seed": 0}, "model": {"model_name_or_path": base}}
+    training = {"train_turns": 40, "steps": 2 if tiny else 300, "train_seconds": 20.5, "first_loss": 3.1,
+                "last_loss": 1.2, "learning_rate": 0.002, "lora": {"r": 64, "alpha": 16, "target_modules": "all-linear"}}
+    before = {"task1": _f1("task1", 0.46), "task2": _f1("task2", 0.07)}
+    after = {"task1": _f1("task1", 0.5 if tiny else 0.4), "task2": _f1("task2", 0.05 if tiny else 0.2)}
+    majority = {"task1": _f1("task1", 0.46), "task2": _f1("task2", 0.07)}
+    results = {"split": "test", "items": {"task1": 18, "task2": 12}, "base_model": base, "before": before,
+               "after": after, "majority": majority, "training": training,
+               "replies": {"before": {"sq1": 18}, "after": {"done": 3, "sq2": 14, "None": 1}}}
+    if tiny:
+        results["table"] = {"majority (validation)": majority, "zero-shot smollm2": before,
+                            "encoders (task 1, task 2)": after, "LoRA simulator": after}
+    return _folder(tmp, {"training_args.json": args}), results
+
+
 #: (spec name, profile, variant) -> builder(model folder, profile) -> evaluation results; the variants reach every
 #: optional paragraph of the templates (random or named base model, with or without LoRA, judge agreement ...)
 CASES = {
@@ -178,6 +215,9 @@ CASES = {
     ("wildfeedback_dpo", "paper_mistral", ""): lambda t, p: _wildfeedback(t, p, "mistralai/Mistral-7B-Instruct-v0.3"),
     **{(f"crychic_{task}", profile, ""): functools.partial(_crychic, task=task)
        for task in ("ifqc", "simplifier", "judge") for profile in ("tiny", "paper")},
+    **{(f"promise_{task}_encoder", profile, ""): functools.partial(_promise_encoder, task=task)
+       for task in ("task1", "task2") for profile in ("tiny", "paper")},
+    ("promise_lora_simulator", "tiny", ""): _promise_generator, ("promise_lora_simulator", "paper", ""): _promise_generator,
 }
 
 

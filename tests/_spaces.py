@@ -35,7 +35,8 @@ class SpaceApp:
 
 
 def build_data(root: Path) -> dict[str, Path]:
-    """The datasets the corpus and ReQAP Spaces read, built under ``root`` (about two seconds)."""
+    """The datasets the corpus and ReQAP Spaces read, and untrained ProMISe classifiers, built under ``root``
+    (seconds)."""
     from convohub.cli import main
     from convohub.hub import HubTarget
     from convohub.perqa import PerQAConfig, build_perqa, generate_perqa
@@ -45,7 +46,8 @@ def build_data(root: Path) -> dict[str, Path]:
     perqa = generate_perqa(PerQAConfig(n_personas=3, start_date=date(2024, 6, 1), seed=1, max_instances=1))
     return {"wildchat-sample": (root / "corpus" / "datasets" / "convohub" / "wildchat-sample").resolve(),
             "perqa": build_perqa(HubTarget(root / "reqap"), ROOT, data=perqa).resolve(),
-            "crychic": build_crychic_data(root / "crychic")}
+            "crychic": build_crychic_data(root / "crychic"),
+            **promise_classifiers(root / "promise")}
 
 
 def build_crychic_data(root: Path) -> Path:
@@ -67,10 +69,27 @@ def build_crychic_data(root: Path) -> Path:
 REQAP_STAND_INS = {"CONVOHUB_DECOMPOSER": "gold", "CONVOHUB_RETRIEVER": "bm25", "CONVOHUB_EXTRACTOR": "lookup"}
 
 
+def promise_classifiers(root: Path) -> dict[str, Path]:
+    """MiniLM with fresh Task 1 and Task 2 heads, saved: the ProMISe Space's simulator for plumbing."""
+    from transformers import AutoTokenizer
+
+    from convohub.models import minilm_path
+    from convohub.promise.training import fresh_classifier
+
+    out = {}
+    for task in ("task1", "task2"):
+        folder = root / task
+        fresh_classifier(task, str(minilm_path())).save_pretrained(folder)
+        AutoTokenizer.from_pretrained(str(minilm_path())).save_pretrained(folder)
+        out[f"promise-{task}"] = folder.resolve()
+    return out
+
+
 def space_apps(data: dict[str, Path]) -> list[SpaceApp]:
     """The system Spaces and every metric Space, each with the call its first button makes."""
     from convohub.crychic.space import EXAMPLE as CRYCHIC_EXAMPLE
     from convohub.crychic.space import PASTED as CRYCHIC_PASTED
+    from convohub.promise.space import EXAMPLE_INTENT, EXAMPLE_QUESTION
     from convohub.wildfeedback.space import EXAMPLE
 
     tiny = "convohub-tiny:causal"
@@ -85,6 +104,12 @@ def space_apps(data: dict[str, Path]) -> list[SpaceApp]:
                  {"CONVOHUB_MODEL": tiny, "CONVOHUB_BASE_MODEL": tiny, "CONVOHUB_JUDGE_MODEL": "lexical",
                   "CONVOHUB_LLM_BASE_URL": "", "CONVOHUB_LLM_MODEL": ""},
                  "/compare", (EXAMPLE, 16)),
+        # the agent is the real SmolLM2 (a random model writes no suggestion that passes the checks); its answers
+        # are cached on disk, so after the first call a repeated question is answered from the cache
+        SpaceApp("promise", ROOT / "spaces" / "promise" / "app.py",
+                 {"CONVOHUB_PROMISE_AGENT": "smollm2", "CONVOHUB_PROMISE_TASK1_MODEL": str(data["promise-task1"]),
+                  "CONVOHUB_PROMISE_TASK2_MODEL": str(data["promise-task2"])},
+                 "/start", (EXAMPLE_INTENT, EXAMPLE_QUESTION)),
     ]
     apps.append(SpaceApp("crychic", ROOT / "spaces" / "crychic" / "app.py",
                          {"CONVOHUB_MODELS": str(data["crychic"]),

@@ -218,22 +218,29 @@ def test_sq_quality_hand_worked():
     assert self_bleu(["only one"]) is None
     assert self_bleu(["the same question here", "the same question here"]) == pytest.approx(1.0)
     scores = sq_quality([["How much is a drone?", "How much is a drone?"], ["Which camera?"]],
-                        ["How much is a drone?", "a camera"], with_embeddings=False)
+                        ["How much is a drone?", "a camera"], with_bertscore=False)
     assert scores["self_bleu"] == pytest.approx(1.0)  # second turn has one SQ: skipped
     assert intent_bleu("How much is a drone?", ["How much is a drone?"]) == pytest.approx(1.0)
     assert scores["bleu"] == pytest.approx((1.0 + intent_bleu("a camera", ["Which camera?"])) / 2)
     assert intent_bleu("a camera", ["Which camera?"]) < 0.5
-    assert "embedding_similarity" not in scores
+    assert "bertscore" not in scores
 
 
-def test_sq_quality_embedding_similarity():
-    scores = sq_quality([["buy a cheap drone", "drone prices under 100 dollars"], ["banana bread recipe"]],
-                        ["buy a cheap drone", "buy a cheap drone"])
-    # identical text has cosine 1, so turn 1 is well above turn 2
-    assert 0.0 < scores["embedding_similarity"] < 1.0
-    from convohub.metrics.sq_quality import embedding_similarity
+def test_sq_quality_bertscore_is_bert_score_on_the_bundled_minilm():
+    from bert_score import score
 
-    assert embedding_similarity([["buy a cheap drone"]], ["buy a cheap drone"]) == pytest.approx(1.0, abs=1e-5)
+    from convohub.metrics.sq_quality import BERTSCORE_LAYER, bertscore, default_bertscore_model
+
+    turns, intents = [["buy a cheap drone", "drone prices under 100 dollars"], ["banana bread recipe"]], \
+        ["buy a cheap drone", "buy a cheap drone"]
+    scores = sq_quality(turns, intents)
+    assert 0.0 < scores["bertscore"] < 1.0
+    # the package's own function, pair by pair: turn means, then the mean over turns
+    _, _, f1 = score([q for qs in turns for q in qs], ["buy a cheap drone"] * 3, model_type=default_bertscore_model(),
+                     num_layers=BERTSCORE_LAYER, lang="en")
+    assert scores["bertscore"] == pytest.approx(((float(f1[0]) + float(f1[1])) / 2 + float(f1[2])) / 2, abs=1e-5)
+    assert float(f1[0]) == pytest.approx(1.0, abs=1e-5) and float(f1[2]) < float(f1[1])
+    assert bertscore([["buy a cheap drone"]], ["buy a cheap drone"]) == pytest.approx(1.0, abs=1e-5)
 
 
 # --- every evaluate module folder ------------------------------------------------------------------------
@@ -244,7 +251,7 @@ SAMPLE_INPUTS = {
     "tree_reconstruction": {"predictions": [[-1, 0]], "references": [[-1, 0]]},
     "user_simulation": {"predictions": [4, 0], "references": [4, 1], "task": "task2"},
     "sq_quality": {"predictions": [["a question", "another question"]], "references": ["an intent"],
-                   "with_embeddings": False},
+                   "with_bertscore": False},
     # a callable: the LLM judge needs the tiny local model, built on first use rather than at collection
     "checklist_judge": lambda: {
         "predictions": ["short"], "references": ["long"], "histories": [[]], "queries": ["be brief"],

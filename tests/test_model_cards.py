@@ -48,6 +48,16 @@ SAYS = {
     ("crychic_judge", "paper", ""): ["The paper's LLM baseline was not run: this release ran no LLM baseline step."],
     ("crychic_ifqc", "paper", ""): ["Base model: `FacebookAI/roberta-base`", "| accuracy | 0.4286 | 0.7857 |",
                                     "*after* is the saved model loaded with `from_pretrained(..., trust_remote_code"],
+    ("promise_task1_encoder", "tiny", ""): ["| macro_f1 | 30.00 | 30.00 | 55.00 |", "4-fold cross-validation on the "
+                                            "validation split", "macro-F1 41.00", "class weighting `balanced`",
+                                            "above the majority baseline's (30.00)"],
+    ("promise_task2_encoder", "paper", ""): ["**On test this model does not beat the majority baseline:** macro-F1 "
+                                             "20.00 against 30.00", "Base model: `google-bert/bert-base-uncased`"],
+    ("promise_lora_simulator", "tiny", ""): ["**Scoring rule.**", "| zero-shot smollm2 | 56.00 | 46.00 |",
+                                             "Task 1: macro-F1 50.00, above", "**Task 2: this model does not beat",
+                                             "| LoRA | 1 | 3 | 0 | 14 |"],
+    ("promise_lora_simulator", "paper", ""): ["`huggyllama/llama-7b` fine-tuned with LoRA (rank 64, alpha 16",
+                                              "Task 2: macro-F1 20.00, above"],
     ("wildfeedback_dpo", "paper", ""): ["vs the base model without the checklist: nothing judged",
                                         "lexical (word overlap): 20/64", " (selected with --variant)"],
 }

@@ -164,6 +164,16 @@ def test_crychic_space_draws_the_reconstructed_tree_beside_the_gold_one(browser:
         assert edges == len(gold) - gold.count(-1)  # the gold forest: one edge per non-root turn
         visit.page.get_by_text(f"turn {len(gold) - 1}, user (the prompt):").wait_for()  # the last prompt's history
         visit.finish(shots, "crychic")
+def test_promise_space_plays_a_turn_and_charts_the_simulator(browser: Any, apps: dict[str, Any], shots: Path) -> None:
+    with serve(apps["promise"]) as (url, _):
+        visit = Visit(browser, url)
+        visit.click("Start")  # the example intent and first question are the textboxes' defaults
+        visit.page.get_by_text("SQ4", exact=True).first.wait_for(timeout=120_000)  # four suggestions (SmolLM2)
+        visit.page.get_by_label("none helps", exact=True).check()
+        visit.click("Choose")
+        assert visit.text_of("you vs the simulator").startswith("You chose: none helps.")
+        assert visit.bars("simulator-chart", first_has_height=False) == 6  # one bar per choice
+        visit.finish(shots, "promise")
 
 
 @pytest.mark.parametrize("metric", METRICS)

@@ -11,30 +11,33 @@ from convohub.metrics.sq_quality import sq_quality
 _DESCRIPTION = """\
 Diversity of the suggested questions (SQs) of each turn and their closeness to the user's hidden intent:
 Self-BLEU among a turn's SQs (lower = more diverse), MS-TTR (mean type-token ratio over 50-word segments of
-all SQs pooled), BLEU of the intent against the turn's SQs (sacrebleu sentence BLEU), and the mean cosine
-similarity between intent and SQ embeddings (default encoder: the bundled all-MiniLM-L6-v2).
+all SQs pooled), BLEU of the intent against the turn's SQs (sacrebleu sentence BLEU), and BERTScore F1 of each
+SQ against the intent (the bert-score package; default model: the bundled all-MiniLM-L6-v2, layer 5, no
+baseline rescaling).
 """
 
 _KWARGS_DESCRIPTION = """
 Args:
     predictions (`list[list[str]]`): the suggested questions of each turn.
     references (`list[str]`): the intent behind each turn.
-    model_name_or_path (`str`, optional): sentence-transformers encoder for embedding_similarity; defaults
-        to the bundled all-MiniLM-L6-v2 (offline).
-    with_embeddings (`bool`, optional): set False to skip the encoder (no embedding_similarity key).
-    batch_size (`int`, optional): encoder batch size, default 64.
+    model_name_or_path (`str`, optional): BERTScore's model (a transformers folder or Hub id); defaults to the
+        bundled all-MiniLM-L6-v2 (offline).
+    num_layers (`int`, optional): the model layer BERTScore matches; default 5 for the bundled MiniLM (give it
+        for any other model).
+    with_bertscore (`bool`, optional): set False to skip BERTScore (no model load, no bertscore key).
+    batch_size (`int`, optional): BERTScore batch size, default 64.
 Returns:
-    `dict[str, float]`: self_bleu, ms_ttr, bleu, embedding_similarity, fractions in [0, 1].
+    `dict[str, float]`: self_bleu, ms_ttr, bleu, bertscore, fractions in [0, 1].
 Examples:
     >>> import evaluate
     >>> sq = evaluate.load("evaluation/sq_quality")  # or evaluate.load("convohub/sq_quality") from the Hub
     >>> turns = [["What drones cost under $100?", "Which cheap drone has a camera?"]]
     >>> scores = sq.compute(predictions=turns, references=["buy a cheap drone with a camera"])
     >>> sorted(scores)
-    ['bleu', 'embedding_similarity', 'ms_ttr', 'self_bleu']
+    ['bertscore', 'bleu', 'ms_ttr', 'self_bleu']
     >>> round(scores["ms_ttr"], 4), round(scores["self_bleu"], 4)
     (1.0, 0.0657)
-    >>> 0.5 < scores["embedding_similarity"] < 1.0
+    >>> 0.5 < scores["bertscore"] < 1.0
     True
 """
 
@@ -49,7 +52,7 @@ _CITATION = """\
 
 @evaluate.utils.file_utils.add_start_docstrings(_DESCRIPTION, _KWARGS_DESCRIPTION)
 class SQQuality(evaluate.Metric):
-    """Self-BLEU, MS-TTR, BLEU and embedding similarity of suggested questions."""
+    """Self-BLEU, MS-TTR, BLEU and BERTScore of suggested questions."""
 
     def _info(self) -> evaluate.MetricInfo:
         return evaluate.MetricInfo(
@@ -63,6 +66,7 @@ class SQQuality(evaluate.Metric):
             }),
         )
 
-    def _compute(self, predictions, references, model_name_or_path=None, with_embeddings=True, batch_size=64):
-        return sq_quality(predictions, references, model_name_or_path=model_name_or_path,
-                          with_embeddings=with_embeddings, batch_size=batch_size)
+    def _compute(self, predictions, references, model_name_or_path=None, num_layers=None, with_bertscore=True,
+                 batch_size=64):
+        return sq_quality(predictions, references, model_name_or_path=model_name_or_path, num_layers=num_layers,
+                          with_bertscore=with_bertscore, batch_size=batch_size)

@@ -25,6 +25,7 @@ SYSTEM_MODULES: tuple[str, ...] = (
     "convohub.reqap.system",
     "convohub.crychic.system",
     "convohub.wildfeedback.system",
+    "convohub.promise.system",
 )
 
 STEP_KINDS = ("build", "train", "evaluate", "card", "space")
@@ -41,6 +42,9 @@ MODEL_SPECS: tuple[str, ...] = (
     "convohub.crychic.model_specs:IFQC",
     "convohub.crychic.model_specs:SIMPLIFIER",
     "convohub.crychic.model_specs:JUDGE",
+    "convohub.promise.model_specs:TASK1_ENCODER",
+    "convohub.promise.model_specs:TASK2_ENCODER",
+    "convohub.promise.model_specs:GENERATOR",
 )
 
 

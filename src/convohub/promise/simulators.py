@@ -1,0 +1,179 @@
+"""User simulators for the user-behaviour benchmark, and how each is scored (the paper's Table 4).
+
+Every simulator predicts integer labels for task items (:func:`convohub.promise.records.task_items`):
+
+* :class:`MajorityBaseline`: the most frequent label of the validation split (Task 1: "not satisfied");
+* :class:`EncoderSimulator`: a sequence classifier trained by ``training/promise_task{1,2}_encoder``
+  (intent and dialogue context as a text pair, as the paper feeds BERT, RoBERTa and DeBERTa);
+* :class:`GenerativeSimulator`: a chat model given the user prompt of :mod:`convohub.promise.prompts` (the
+  paper's LLM simulator without the explanation), its reply parsed into ``1``-``4``, ``none`` or ``done``:
+  zero-shot (SmolLM2, or any endpoint) or the LoRA model of ``training/promise_lora_simulator``. One
+  generation per turn serves both tasks.
+
+Scoring rule for generative simulators (the card states it): a reply that parses to no action is invalid on
+both tasks; ``done`` on a Task 2 item (a turn whose gold action is not ``done``) is invalid too. Invalid
+predictions are ``-1`` and the user_simulation metric scores them as always wrong: they count against
+micro-F1 and the gold class's recall, and form no class of macro-F1.
+"""
+
+from __future__ import annotations
+
+from collections import Counter
+from collections.abc import Mapping, Sequence
+from pathlib import Path
+from typing import Any, Protocol
+
+from convohub.promise.prompts import parse_action, user_request
+from convohub.promise.records import INVALID, TASK2_LABEL, label_names
+
+SPEC_HELP = ("majority, zero-shot (the offline SmolLM2), zero-shot:SPEC (any LLM spec: smollm2, an endpoint "
+             "http://host:8000/v1#model, local:/folder), encoder:TASK1_DIR,TASK2_DIR, or generative:FOLDER (a "
+             "trained LoRA simulator)")
+
+
+class Simulator(Protocol):
+    name: str
+
+    def predict(self, task: str, items: Sequence[Mapping[str, Any]]) -> list[int]:
+        """One label per item of ``task`` (``-1`` where the simulator gave no valid label)."""
+        ...
+
+
+def encoder_text(item: Mapping[str, Any]) -> tuple[str, str]:
+    """The text pair an encoder reads: the intent, and the context questions then the candidate SQs."""
+    context = " | ".join(item["context_questions"])
+    candidates = " ".join(f"({k}) {q}" for k, q in enumerate(item["candidate_sqs"], start=1))
+    return str(item["intent"]), f"Asked: {context} Suggested: {candidates}"
+
+
+class MajorityBaseline:
+    """Always the most frequent label of the training items (ties: the smaller label)."""
+
+    def __init__(self, train: Mapping[str, Sequence[Mapping[str, Any]]]) -> None:
+        self.labels = {task: min(Counter(int(i["label"]) for i in items).most_common(),
+                                 key=lambda kv: (-kv[1], kv[0]))[0] for task, items in train.items()}
+        self.name = "majority (validation)"
+
+    def predict(self, task: str, items: Sequence[Mapping[str, Any]]) -> list[int]:
+        return [self.labels[task]] * len(items)
+
+
+class EncoderSimulator:
+    """Trained sequence classifiers, one folder per task."""
+
+    def __init__(self, folders: Mapping[str, str | Path], batch_size: int = 32) -> None:
+        from transformers import AutoModelForSequenceClassification, AutoTokenizer
+
+        self.models, self.batch_size = {}, batch_size
+        for task, folder in folders.items():
+            model = AutoModelForSequenceClassification.from_pretrained(str(folder)).eval()
+            names = tuple(model.config.id2label[i] for i in range(model.config.num_labels))
+            if names != label_names(task):
+                raise ValueError(f"{folder}: its labels {names} are not {task}'s {label_names(task)}; "
+                                 "give the task 1 folder first, then the task 2 folder")
+            self.models[task] = (AutoTokenizer.from_pretrained(str(folder)), model)
+        self.name = "encoder:" + ",".join(str(Path(f).name) for f in folders.values())
+
+    def probabilities(self, task: str, items: Sequence[Mapping[str, Any]]) -> list[list[float]]:
+        """Class probabilities per item (the Space charts them)."""
+        import torch
+
+        tokenizer, model = self.models[task]
+        out: list[list[float]] = []
+        with torch.inference_mode():
+            for start in range(0, len(items), self.batch_size):
+                pairs = [encoder_text(i) for i in items[start:start + self.batch_size]]
+                batch = tokenizer([a for a, _ in pairs], [b for _, b in pairs], truncation=True,
+                                  max_length=getattr(model.config, "promise_max_length", 256), padding=True,
+                                  return_tensors="pt")
+                out += torch.softmax(model(**batch).logits.float(), -1).tolist()
+        return out
+
+    def predict(self, task: str, items: Sequence[Mapping[str, Any]]) -> list[int]:
+        return [max(range(len(p)), key=p.__getitem__) for p in self.probabilities(task, items)]
+
+
+class GenerativeSimulator:
+    """A chat model as the user (module docstring: one greedy generation per turn, parsed, scoring rule)."""
+
+    def __init__(self, backend: Any, name: str | None = None, progress: bool = False) -> None:
+        self.backend, self.progress = backend, progress
+        self.name = name or f"zero-shot:{backend.model_id}"
+        self.replies: dict[str, str] = {}
+
+    def actions(self, items: Sequence[Mapping[str, Any]]) -> list[str | None]:
+        """The parsed action of each item (None: unparseable); replies are kept per item id."""
+        from convohub.llm import run_chat
+
+        todo = [i for i in items if i["id"] not in self.replies]
+        requests = [user_request(i["intent"], i["context_questions"], i["candidate_sqs"]) for i in todo]
+        for item, response in zip(todo, run_chat(self.backend, requests, desc=self.name, progress=self.progress),
+                                  strict=True):
+            self.replies[item["id"]] = response.text if response.ok else ""
+        return [parse_action(self.replies[i["id"]]) for i in items]
+
+    def predict(self, task: str, items: Sequence[Mapping[str, Any]]) -> list[int]:
+        label = (lambda a: INVALID if a is None else int(a == "done")) if task == "task1" else \
+            (lambda a: INVALID if a is None or a == "done" else TASK2_LABEL[a])
+        return [label(a) for a in self.actions(items)]
+
+
+def resolve(spec: str, train: Mapping[str, Sequence[Mapping[str, Any]]] | None = None,
+            progress: bool = False) -> Simulator:
+    """A simulator from its spec (:data:`SPEC_HELP`); ``train`` (validation items per task) for the baseline."""
+    if spec == "majority":
+        if train is None:
+            raise ValueError("the majority baseline needs the validation items")
+        return MajorityBaseline(train)
+    if spec == "zero-shot" or spec.startswith("zero-shot:"):
+        from convohub.llm import make_backend
+
+        llm = spec.partition(":")[2] or "smollm2"
+        return GenerativeSimulator(make_backend(llm, **({"batch_size": 32} if llm == "smollm2" else {})),
+                                   progress=progress)
+    if spec.startswith("generative:"):
+        from convohub.llm import make_backend
+
+        folder = spec.partition(":")[2]
+        return GenerativeSimulator(make_backend(f"local:{folder}", batch_size=32), name=f"generative:{folder}",
+                                   progress=progress)
+    if spec.startswith("encoder:"):
+        folders = [f for f in spec.partition(":")[2].split(",") if f]
+        if len(folders) != 2:
+            raise ValueError("encoder:TASK1_DIR,TASK2_DIR names two folders, the Task 1 and the Task 2 classifier")
+        return EncoderSimulator({"task1": folders[0], "task2": folders[1]})
+    raise ValueError(f"unknown simulator {spec!r}; use {SPEC_HELP}")
+
+
+def load_items(dataset_dir: str | Path, split: str) -> dict[str, list[dict[str, Any]]]:
+    """``{task: items}`` of one split of a built promise folder (or a Hub id)."""
+    from convohub.promise.dataset import TASK_CONFIG, read_split
+
+    return {task: [dict(r) for r in read_split(dataset_dir, config, split)] for task, config in TASK_CONFIG.items()}
+
+
+def score(simulator: Simulator, items: Mapping[str, Sequence[Mapping[str, Any]]],
+          tasks: Sequence[str] = ("task1", "task2")) -> dict[str, dict[str, float]]:
+    """user_simulation F1 scores of ``simulator`` on each task's items (fractions in [0, 1])."""
+    from convohub.metrics import user_simulation_f1
+
+    out = {}
+    for task in tasks:
+        predictions = simulator.predict(task, items[task])
+        out[task] = user_simulation_f1(predictions, [int(i["label"]) for i in items[task]], task=task)
+    return out
+
+
+def score_table(results: Mapping[str, Mapping[str, Mapping[str, float]]]) -> str:
+    """Table 4's layout (x100): T1 micro / macro / F1 not satisfied / F1 satisfied | T2 micro / macro."""
+    from convohub.hub import markdown_table
+
+    rows = []
+    for name, r in results.items():
+        t1, t2 = r["task1"], r["task2"]
+        rows.append([name, *(f"{100 * t1[k]:.2f}" for k in ("micro_f1", "macro_f1", "f1_not_satisfied",
+                                                            "f1_satisfied")),
+                     *(f"{100 * t2[k]:.2f}" for k in ("micro_f1", "macro_f1")),
+                     f"{100 * t1['invalid_rate']:.1f} / {100 * t2['invalid_rate']:.1f}"])
+    return markdown_table(["simulator", "T1 micro-F1", "T1 macro-F1", "T1 F1 not sat.", "T1 F1 sat.", "T2 micro-F1",
+                           "T2 macro-F1", "invalid % (T1 / T2)"], rows)

@@ -1,0 +1,289 @@
+"""Training of ProMISe's user simulators, shared by the scripts of training/promise_* (each a thin ``main``).
+
+* Encoders (``training/promise_task1_encoder``, ``training/promise_task2_encoder``): a sequence classifier
+  on the text pair (intent, context and candidates; :func:`convohub.promise.simulators.encoder_text`), as the
+  paper fine-tunes BERT, RoBERTa and DeBERTa-v2-xlarge. The paper has no train split: the models train on
+  validation with 4-fold cross-validation, 3 epochs. Here the folds are grouped by dialogue (no dialogue on
+  both sides); each fold's model predicts its held-out fold, and the pooled predictions give the
+  cross-validated scores; then the published model trains on all of validation and is measured on test before
+  (the fresh head) and after training.
+* The generative simulator (``training/promise_lora_simulator``): LoRA SFT (trl) of a chat model on the
+  validation turns, prompt = the user prompt of :mod:`convohub.promise.prompts`, completion = the action
+  (``1``-``4``, ``none``, ``done``); the adapter is merged into the saved model. The paper: QLoRA rank 64,
+  alpha 16, 300 steps on LLaMA-7B and Vicuna-7B. Its test scores are measured by the release's evaluation
+  (generation), not here.
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from convohub.hub import atomic_write_text, dump_json
+from convohub.promise.records import label_names
+
+EVAL_FILE = "eval_results.json"
+
+
+@dataclass
+class EncoderArguments:
+    """Data and model arguments of the encoder scripts (trainer arguments: transformers' TrainingArguments)."""
+
+    dataset_path: str = field(default="hub_release/datasets/convohub/promise",
+                              metadata={"help": "a built promise dataset folder"})
+    model_name_or_path: str = field(default="minilm", metadata={
+        "help": "encoder: Hub id, local folder, or minilm (the bundled all-MiniLM-L6-v2)"})
+    max_length: int = field(default=256, metadata={"help": "longest input pair in tokens"})
+    folds: int = field(default=4, metadata={"help": "cross-validation folds on validation (paper: 4; 1 = none)"})
+    class_weighting: str = field(default="none", metadata={
+        "help": "'balanced': cross-entropy weighted by inverse class frequency (for macro-F1); 'none'"})
+    train_split: str = field(default="validation")
+    eval_split: str = field(default="test")
+
+
+def make_encoder_parser() -> Any:
+    from transformers import TrainingArguments
+    from trl import TrlParser
+
+    return TrlParser((EncoderArguments, TrainingArguments))
+
+
+def fold_of(dialogue_id: str, folds: int, seed: int) -> int:
+    """The cross-validation fold of a dialogue: a stable hash, so a dialogue's turns stay together."""
+    from convohub.stages import digest
+
+    return int(digest([seed, dialogue_id])[:8], 16) % folds
+
+
+def _encode(tokenizer: Any, items: Sequence[Mapping[str, Any]], max_length: int) -> Any:
+    import datasets
+
+    from convohub.promise.simulators import encoder_text
+
+    pairs = [encoder_text(i) for i in items]
+    enc = tokenizer([a for a, _ in pairs], [b for _, b in pairs], truncation=True, max_length=max_length)
+    return datasets.Dataset.from_dict({**enc, "labels": [int(i["label"]) for i in items]})
+
+
+def fresh_classifier(task: str, path: str) -> Any:
+    """A sequence classifier for ``task`` from an encoder, with a new (untrained) head and the task's labels."""
+    from transformers import AutoModelForSequenceClassification
+
+    names = label_names(task)
+    return AutoModelForSequenceClassification.from_pretrained(
+        path, num_labels=len(names), id2label=dict(enumerate(names)), label2id={n: i for i, n in enumerate(names)})
+
+
+def _weights(items: Sequence[Mapping[str, Any]], n: int, mode: str) -> Any:
+    import torch
+
+    if mode == "none":
+        return None
+    if mode != "balanced":
+        raise ValueError(f"class_weighting must be 'balanced' or 'none', got {mode!r}")
+    counts = torch.bincount(torch.tensor([int(i["label"]) for i in items]), minlength=n).float()
+    return torch.where(counts > 0, counts.sum() / (n * counts.clamp(min=1)), torch.zeros_like(counts))
+
+
+def _train(task: str, args: EncoderArguments, training_args: Any, items: Sequence[Mapping[str, Any]],
+           output_dir: str) -> tuple[Any, Any]:
+    """A fresh classifier trained on ``items`` (returns model, trainer)."""
+    import copy
+
+    import torch
+    from transformers import AutoTokenizer, DataCollatorWithPadding, Trainer, set_seed
+
+    from convohub.training.models import resolve_model
+
+    path = resolve_model(args.model_name_or_path)
+    set_seed(training_args.seed)
+    model, tokenizer = fresh_classifier(task, path), AutoTokenizer.from_pretrained(path)
+    weights = _weights(items, len(label_names(task)), args.class_weighting)
+
+    def loss(outputs: Any, labels: Any, num_items_in_batch: Any = None) -> Any:
+        return torch.nn.functional.cross_entropy(outputs.logits.float(), labels, weight=weights)
+
+    fold_args = copy.deepcopy(training_args)
+    fold_args.output_dir = output_dir
+    trainer = Trainer(model=model, args=fold_args, train_dataset=_encode(tokenizer, items, args.max_length),
+                      data_collator=DataCollatorWithPadding(tokenizer), processing_class=tokenizer,
+                      compute_loss_func=loss)
+    trainer.train()
+    return model.eval(), trainer
+
+
+def _predict(model: Any, tokenizer: Any, items: Sequence[Mapping[str, Any]], max_length: int,
+             batch_size: int = 32) -> list[int]:
+    import torch
+
+    from convohub.promise.simulators import encoder_text
+
+    out: list[int] = []
+    with torch.inference_mode():
+        for start in range(0, len(items), batch_size):
+            pairs = [encoder_text(i) for i in items[start:start + batch_size]]
+            batch = tokenizer([a for a, _ in pairs], [b for _, b in pairs], truncation=True, max_length=max_length,
+                              padding=True, return_tensors="pt")
+            out += model(**batch).logits.argmax(-1).tolist()
+    return out
+
+
+def run_encoder(task: str, argv: Sequence[str] | None = None) -> dict[str, Any]:
+    """Cross-validate on the train split, train the published model on all of it, measure the eval split
+    before and after; saves the model, ``training_args.json`` and ``eval_results.json``."""
+    import tempfile
+
+    from transformers import AutoTokenizer, set_seed
+
+    from convohub.metrics import user_simulation_f1
+    from convohub.promise.simulators import load_items
+    from convohub.training.models import resolve_model
+    from convohub.training.runs import save_arguments
+
+    args, training_args = make_encoder_parser().parse_args_and_config(
+        list(argv) if argv is not None else None, fail_with_unknown_args=True)
+    if args.folds < 1:
+        raise ValueError(f"folds must be >= 1, got {args.folds}")
+    out = Path(training_args.output_dir)
+    train = load_items(args.dataset_path, args.train_split)[task]
+    test = load_items(args.dataset_path, args.eval_split)[task]
+    labels = [int(i["label"]) for i in train]
+    print(f"{task}: {len(train)} {args.train_split} items, {len(test)} {args.eval_split} items")
+    path = resolve_model(args.model_name_or_path)
+    tokenizer = AutoTokenizer.from_pretrained(path)
+    started = time.perf_counter()
+
+    # 1. k-fold cross-validation on the train split, grouped by dialogue
+    cv: dict[str, Any] = {"folds": args.folds}
+    if args.folds > 1:
+        fold = [fold_of(i["dialogue_id"], args.folds, training_args.seed) for i in train]
+        predicted = [-1] * len(train)
+        with tempfile.TemporaryDirectory() as tmp:
+            for k in range(args.folds):
+                inside = [i for i, f in zip(train, fold, strict=True) if f != k]
+                held = [n for n, f in enumerate(fold) if f == k]
+                if not inside or not held:
+                    continue
+                model, _ = _train(task, args, training_args, inside, f"{tmp}/fold{k}")
+                for n, p in zip(held, _predict(model, tokenizer, [train[n] for n in held], args.max_length),
+                                strict=True):
+                    predicted[n] = p
+        cv |= {"scores": user_simulation_f1(predicted, labels, task=task),
+               "fold_sizes": [fold.count(k) for k in range(args.folds)]}
+
+    # 2. the published model: the fresh head on the eval split, training on the whole train split, again
+    set_seed(training_args.seed)
+    fresh = fresh_classifier(task, path).eval()
+    gold = [int(i["label"]) for i in test]
+    before = user_simulation_f1(_predict(fresh, tokenizer, test, args.max_length), gold, task=task)
+    model, trainer = _train(task, args, training_args, train, str(out))
+    after = user_simulation_f1(_predict(model, tokenizer, test, args.max_length), gold, task=task)
+    seconds = time.perf_counter() - started
+
+    # 3. save (main process), with the arguments and the measured numbers
+    model.config.promise_max_length = args.max_length
+    trainer.save_model(str(out))
+    results = {"task": task, "split": args.eval_split, "before": before, "after": after, "cv": cv,
+               "train_items": len(train), "eval_items": len(test), "train_split": args.train_split,
+               "base_model": args.model_name_or_path, "class_weighting": args.class_weighting,
+               "epochs": float(training_args.num_train_epochs), "max_steps": int(training_args.max_steps),
+               "train_seconds": round(seconds, 1)}
+    if trainer.is_world_process_zero():
+        save_arguments(out, script=args, training=training_args)
+        atomic_write_text(out / EVAL_FILE, dump_json(results))
+    cv_text = f"{args.folds}-fold CV macro-F1 {cv['scores']['macro_f1']:.4f}, " if "scores" in cv else ""
+    print(f"{task}: {cv_text}{args.eval_split} macro-F1 {before['macro_f1']:.4f} -> {after['macro_f1']:.4f} "
+          f"({seconds:.1f} s)")
+    if training_args.push_to_hub:  # pragma: no cover - needs the Hub
+        trainer.push_to_hub()
+    return results
+
+
+# ------------------------------------------------------------------------------------------------ LoRA
+@dataclass
+class SimulatorArguments:
+    """Data arguments of the generative simulator script (also: trl's SFTConfig and ModelConfig)."""
+
+    dataset_path: str = field(default="hub_release/datasets/convohub/promise",
+                              metadata={"help": "a built promise dataset folder"})
+    train_split: str = field(default="validation")
+    max_train_examples: int | None = field(default=None, metadata={"help": "cap on training turns (seeded)"})
+
+
+def make_lora_parser() -> Any:
+    from trl import ModelConfig, SFTConfig, TrlParser
+
+    return TrlParser((SimulatorArguments, SFTConfig, ModelConfig))
+
+
+def action_rows(dialogues: Sequence[Mapping[str, Any]]) -> list[dict[str, Any]]:
+    """One prompt/completion chat per turn: the user prompt, and the action as the simulator must reply it."""
+    from convohub.promise.prompts import USER_INSTRUCTION, completion_text, user_prompt
+    from convohub.promise.records import context_questions
+
+    rows = []
+    for d in dialogues:
+        for turn in d["turns"]:
+            asked = context_questions(d, int(turn["turn_index"]))
+            candidates = [qa["question"] for qa in turn["suggested_qas"]]
+            rows.append({"prompt": [{"role": "system", "content": USER_INSTRUCTION},
+                                    {"role": "user", "content": user_prompt(d["intent"], asked, candidates)}],
+                         "completion": [{"role": "assistant", "content": completion_text(turn["action"])}]})
+    return rows
+
+
+def run_lora(argv: Sequence[str] | None = None) -> dict[str, Any]:
+    """LoRA SFT on the train split's turns; the merged model, ``training_args.json`` and ``eval_results.json``
+    (training facts; the test scores come from the release's evaluation) go to ``output_dir``."""
+    import random
+
+    import datasets
+    import torch
+    from transformers import AutoModelForCausalLM, AutoTokenizer
+    from trl import SFTTrainer, get_peft_config
+
+    from convohub.promise.dataset import read_split
+    from convohub.training.models import model_init_kwargs, resolve_model
+    from convohub.training.runs import save_arguments
+
+    args, training_args, model_args = make_lora_parser().parse_args_and_config(
+        list(argv) if argv is not None else None, fail_with_unknown_args=True)
+    out = Path(training_args.output_dir)
+    rows = action_rows([dict(d) for d in read_split(args.dataset_path, "dialogues", args.train_split)])
+    if args.max_train_examples is not None and len(rows) > args.max_train_examples:
+        rows = random.Random(training_args.seed).sample(rows, args.max_train_examples)
+    print(f"generative simulator: {len(rows)} training turns from {args.train_split}")
+    torch.manual_seed(training_args.seed)
+    path = resolve_model(model_args.model_name_or_path)
+    tokenizer = AutoTokenizer.from_pretrained(path)
+    if tokenizer.pad_token is None:
+        tokenizer.pad_token = tokenizer.eos_token
+    model = AutoModelForCausalLM.from_pretrained(path, **model_init_kwargs(model_args))
+    peft = get_peft_config(model_args) if model_args.use_peft else None
+    trainer = SFTTrainer(model=model, args=training_args, train_dataset=datasets.Dataset.from_list(rows),
+                         processing_class=tokenizer, peft_config=peft)
+    started = time.perf_counter()
+    trainer.train(resume_from_checkpoint=training_args.resume_from_checkpoint)
+    seconds = time.perf_counter() - started
+    losses = [e["loss"] for e in trainer.state.log_history if "loss" in e]
+    results = {"stage": "sft", "train_turns": len(rows), "train_split": args.train_split,
+               "steps": trainer.state.global_step, "train_seconds": round(seconds, 1),
+               "first_loss": losses[0] if losses else None, "last_loss": losses[-1] if losses else None,
+               "base_model": model_args.model_name_or_path, "learning_rate": training_args.learning_rate,
+               "lora": {"r": model_args.lora_r, "alpha": model_args.lora_alpha,
+                        "target_modules": model_args.lora_target_modules} if peft is not None else None}
+    if trainer.accelerator.is_main_process:
+        merged = trainer.accelerator.unwrap_model(trainer.model)
+        merged = merged.merge_and_unload() if hasattr(merged, "merge_and_unload") else merged
+        merged.save_pretrained(out)
+        tokenizer.save_pretrained(out)
+        save_arguments(out, script=args, training=training_args, model=model_args)
+        atomic_write_text(out / EVAL_FILE, dump_json(results))
+    print(f"generative simulator: {results['steps']} steps in {seconds:.1f} s, loss {results['first_loss']} -> "
+          f"{results['last_loss']}")
+    if training_args.push_to_hub:  # pragma: no cover - needs the Hub
+        trainer.push_to_hub()
+    return results

@@ -1,0 +1,287 @@
+"""ProMISe without training: the source reader and its errors, task items, the loop's rules (8 turns, the
+second none stops, none-concatenation, position re-balancing), resumability (a killed generation repeats no
+finished LLM call), the checks of LLM answers, the simulators' scoring rule, the leaderboard benchmarks, and
+SmolLM2 itself as the zero-shot simulator."""
+
+from __future__ import annotations
+
+import copy
+import json
+import sys
+from collections.abc import Sequence
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from convohub.llm import ChatRequest
+from convohub.promise.prompts import parse_action, parse_sqa
+from convohub.promise.records import outcome_of, task_items
+from convohub.promise.retrieval import BM25Retriever, Passage, Topic, default_collection
+from convohub.promise.simulate import LoopSettings, generate, rebalance, split_dialogues
+from convohub.promise.source import PromiseSourceError, read_source
+from convohub.promise.users import CoverageUser, UserView
+
+sys.path.insert(0, str(Path(__file__).parent))
+from _replies import Replies  # noqa: E402
+
+REPO = Path(__file__).resolve().parents[1]
+SAMPLE = REPO / "dataset_scripts" / "promise" / "sample"
+
+
+# ------------------------------------------------------------------------------------------------ scripted LLM
+def scripted_reply(request: ChatRequest) -> str:
+    """An agent that follows every prompt: intents and questions from the topic, SQAs copied from the passage or
+    the sentence (grounded; a sampled retry names its seed, so it is a new question)."""
+    text = request.messages[-1]["content"]
+    if text.startswith("Topic:") and "\nIntent:" not in text:
+        return f"Intent: I want to learn about {text[7:].strip()} with a budget under $100 for my family."
+    if text.startswith("Topic:"):
+        return f"Question: What {text.split(chr(10))[0][7:].strip()} options are there?"
+    if text.startswith("Sentence:"):  # answer-first: the question a snippet sentence answers
+        words = text[10:].split()
+        extra = f" variant {request.seed % 997}" if request.seed is not None else ""
+        return f"Question: Is it true that {' '.join(words[:6])}{extra}?"
+    if "Passage:" in text:
+        passage = text.rsplit("Passage: ", 1)[1].split("\nQuery:")[0]
+        words = passage.split()
+        extra = f" variant {request.seed % 997}" if request.seed is not None else ""
+        return f"Question: What about {' '.join(words[1:6])}{extra}?\nAnswer: {passage.split('. ')[0]}."
+    return "1"  # the user prompt: SmolLM2's habit
+
+
+class Recording(Replies):
+    """Replies that records every request it answers and can fail (a kill) at its n-th batch."""
+
+    def __init__(self, fail_at_batch: int | None = None) -> None:
+        super().__init__(scripted_reply, "scripted-agent", whole_request=True)
+        self.batches, self.fail_at_batch, self.seen = 0, fail_at_batch, []
+
+    def chat(self, requests: Sequence[ChatRequest]) -> list[Any]:
+        self.batches += 1
+        if self.fail_at_batch is not None and self.batches == self.fail_at_batch:
+            raise KeyboardInterrupt("killed mid-run")
+        self.seen += [json.dumps([r.messages, r.sampling_params()], sort_keys=True) for r in requests]
+        return super().chat(requests)
+
+
+class ScriptedUser:
+    """Plays back one action list per dialogue (by dialogue order in the intent text)."""
+
+    name = "scripted-user"
+
+    def __init__(self, plans: dict[str, list[str]]) -> None:
+        self.plans = {k: list(v) for k, v in plans.items()}
+
+    def act(self, views: Sequence[UserView]) -> list[str | None]:
+        out = []
+        for view in views:
+            topic = next(t for t in self.plans if t in view.intent)
+            out.append(self.plans[topic].pop(0))
+        return out
+
+
+TOPICS = [Topic("drone", "budget drone with camera", "product"), Topic("eggs", "boiling eggs", "cooking"),
+          Topic("wifi", "slow home Wi-Fi", "tech")]
+
+
+def _run(user: Any, n: int = 3, work: Path | None = None, backend: Any = None, **kw: Any) -> tuple[list, dict]:
+    settings = LoopSettings(n_dialogues=n, context_tokens=160, **kw)
+    return generate(backend or Recording(), BM25Retriever(), user, TOPICS[:n], settings, work=work)
+
+
+# ------------------------------------------------------------------------------------------------ records
+def test_outcome_rules():
+    assert outcome_of(["sq1", "none", "done"]) == "intent_satisfied"
+    assert outcome_of(["none", "sq2", "none"]) == "preemptive_termination"
+    assert outcome_of(["sq1"] * 8) == "incomplete"
+    for bad, message in ((["done", "sq1"], "ends the dialogue"), (["none", "none", "sq1"], "stops at"),
+                         (["sq1"] * 9, "at most 8"), (["sq1", "sq2"], "without"), (["SQ1"], "not one of")):
+        with pytest.raises(ValueError, match=message):
+            outcome_of(bad)
+
+
+def test_task_items_follow_the_spec():
+    dialogue = read_source(SAMPLE)["test"][1]  # sq4, then done
+    one, two = task_items([dialogue], "task1"), task_items([dialogue], "task2")
+    assert [i["id"] for i in one] == ["sample-t2-0", "sample-t2-1"] and [i["label"] for i in one] == [0, 1]
+    assert [i["id"] for i in two] == ["sample-t2-0"] and two[0]["label"] == 3  # sq4 -> 3; the done turn has none
+    # the context is what annotators saw: the first question, then the questions picked (no answers)
+    assert one[1]["context_questions"] == ["What is a good first credit card?", "What builds a good credit score?"]
+    assert len(one[1]["candidate_sqs"]) == 4
+    none_turns = task_items(read_source(SAMPLE)["validation"][1:], "task2")
+    assert [i["label"] for i in none_turns] == [4, 4]
+
+
+# ------------------------------------------------------------------------------------------------ source
+def _write(tmp: Path, validation: list, test: list | None = None) -> Path:
+    (tmp / "validation.jsonl").write_text("".join(json.dumps(d) + "\n" for d in validation))
+    (tmp / "test.jsonl").write_text("".join(json.dumps(d) + "\n" for d in (test or [])) or "\n")
+    return tmp
+
+
+@pytest.mark.parametrize(("change", "message"), [
+    (lambda d: d.pop("intent"), "dialogue 'sample-v1': field 'intent' is missing"),
+    (lambda d: d.update(rating=5), "field 'rating' is not part of the assumed format"),
+    (lambda d: d["turns"][0].update(action="SQ3"), "turn 0: field 'action' is 'SQ3'; spell it as one of sq1"),
+    (lambda d: d["turns"][1]["suggested_qas"].pop(), "turn 1: field 'suggested_qas' must be a list of exactly 4"),
+    (lambda d: d.update(outcome="incomplete"), "field 'outcome' is 'incomplete' but the actions imply"),
+    (lambda d: d.update(num_turns=3), "field 'num_turns' is 3 but the dialogue has 2 turns"),
+    (lambda d: d["turns"][0].update(turn_index=4), "turn 0: field 'turn_index' is 4, expected 0"),
+    (lambda d: d["turns"][0]["suggested_qas"][2].update(snippet_index=9), "suggested_qas[2]: field 'snippet_index'"),
+    (lambda d: d["turns"].reverse(), "turn 0: field 'turn_index' is 1"),
+])
+def test_source_rejects_other_shapes_naming_record_and_field(tmp_path: Path, change: Any, message: str) -> None:
+    good = read_source(SAMPLE)
+    dialogue = copy.deepcopy(good["validation"][0])
+    change(dialogue)
+    folder = _write(tmp_path, [dialogue], good["test"])
+    with pytest.raises(PromiseSourceError, match=message.replace("(", r"\(").replace("[", r"\[")) as info:
+        read_source(folder)
+    assert "validation.jsonl:1" in str(info.value)
+
+
+def test_source_layout_errors(tmp_path: Path) -> None:
+    with pytest.raises(PromiseSourceError, match="no test.jsonl or test.json"):
+        read_source(_write(tmp_path, read_source(SAMPLE)["validation"]) and (tmp_path / "test.jsonl").unlink()
+                    or tmp_path)
+    good = read_source(SAMPLE)
+    _write(tmp_path, good["validation"], good["validation"][:1])
+    with pytest.raises(PromiseSourceError, match="repeats the dialogue at .*ids must be unique across both splits"):
+        read_source(tmp_path)
+    (tmp_path / "test.jsonl").write_text('{"dialogue_id": "x"\n')
+    with pytest.raises(PromiseSourceError, match=r"test.jsonl:1: not valid JSON"):
+        read_source(tmp_path)
+
+
+# ------------------------------------------------------------------------------------------------ LLM answers
+def test_sqa_and_action_checks():
+    snippet = "Spare batteries are the most useful accessory for a new drone. They triple the flying time."
+    assert parse_sqa("Question: Which accessory is most useful for a drone?\nAnswer: Spare batteries are the most "
+                     "useful accessory.", snippet) == ("Which accessory is most useful for a drone?",
+                                                       "Spare batteries are the most useful accessory.")
+    for reply, message in (("Answer: yes", "no 'Question:'"), ("Question: Tell me batteries.\nAnswer: x y", "not a question"),
+                           ("Question: Are drones fun?\nAnswer: Drones are fun.", "shares no word"),
+                           ("Question: Which accessory helps a drone?\nAnswer: A helicopter license costs $500 in Peru.",
+                            "not grounded"),
+                           ("Question: What is the most useful drone accessory?\nAnswer: spare batteries",
+                            "repeats an earlier question")):
+        with pytest.raises(ValueError, match=message):
+            parse_sqa(reply, snippet, seen=["Which accessory is the most useful for a drone?"])
+    assert [parse_action(t) for t in ("2", "Choice 3.", "None of them", "Done!", "I think 4", "maybe")] == \
+        ["sq2", "sq3", "none", "done", "sq4", None]
+
+
+# ------------------------------------------------------------------------------------------------ the loop
+@pytest.mark.parametrize("answers", ["llm", "extractive"])
+def test_loop_rules_stop_concatenate_and_rebalance(answers: str) -> None:
+    user = ScriptedUser({"drone": ["sq1"] * 8, "boiling eggs": ["sq2", "none", "sq3", "none"],
+                         "Wi-Fi": ["sq4", "done"]})
+    dialogues, report = _run(user, answers=answers)
+    by_topic = {d["topic"]: d for d in dialogues}
+    drone, eggs, wifi = by_topic["budget drone with camera"], by_topic["boiling eggs"], by_topic["slow home Wi-Fi"]
+    assert drone["outcome"] == "incomplete" and drone["num_turns"] == 8  # at most 8 turns
+    assert eggs["outcome"] == "preemptive_termination" and eggs["num_turns"] == 4  # stopped at the second none
+    assert wifi["outcome"] == "intent_satisfied" and [t["action"] for t in wifi["turns"]][-1] == "done"
+    # after "none" the query is the concatenation of the queries so far (q0 and the picked questions)
+    t = eggs["turns"]
+
+    def picked(turn: dict) -> str:
+        return turn["suggested_qas"][int(turn["action"][2]) - 1]["question"]
+
+    assert [x["action"] for x in t][1::2] == ["none", "none"]
+    assert t[0]["retrieval_query"] == eggs["initial_question"] and t[1]["retrieval_query"] == picked(t[0])
+    assert t[2]["retrieval_query"] == f"{eggs['initial_question']} {picked(t[0])}"
+    assert t[3]["retrieval_query"] == picked(t[2])
+    # every record names the agent LLM, the retrieval backend and the user
+    agent = "scripted:scripted-agent" + ("" if answers == "llm" else " (questions for snippet sentences)")
+    assert {(d["agent_llm"], d["retrieval_backend"], d["user_simulator"]) for d in dialogues} == \
+        {(agent, "bm25s:convohub-promise-passages-v1", "scripted-user")}
+    for turn in (t for d in dialogues for t in d["turns"]):  # every answer is grounded in its snippet
+        for qa in turn["suggested_qas"]:
+            snippet = turn["web_snippets"][qa["snippet_index"]]
+            assert qa["answer"].rstrip(".") in snippet
+    # re-balanced: 8 + 2 + 1 picked suggestions spread over the four positions (3, 3, 3, 2 in some order)
+    picks = [t["action"] for d in dialogues for t in d["turns"] if t["action"].startswith("sq")]
+    assert sorted(picks.count(f"sq{k}") for k in range(1, 5)) == [2, 3, 3, 3]
+    assert report["steps"]["sqa"]["pass_rate"] == 1.0 and report["dropped"] == {}
+    splits = split_dialogues(dialogues, 0)
+    assert sorted(len(s) for s in splits.values()) == [1, 2]
+
+
+def test_rebalance_moves_the_picked_suggestion_with_its_answer():
+    turn = {"action": "sq1", "suggested_qas": [{"question": f"q{k}?", "answer": f"a{k}", "snippet_index": k}
+                                               for k in range(4)]}
+    dialogues = [{"turns": [copy.deepcopy(turn) for _ in range(4)]}]
+    rebalance(dialogues, seed=3)
+    assert sorted(t["action"] for t in dialogues[0]["turns"]) == ["sq1", "sq2", "sq3", "sq4"]
+    for t in dialogues[0]["turns"]:
+        chosen = t["suggested_qas"][int(t["action"][2]) - 1]
+        assert chosen == {"question": "q0?", "answer": "a0", "snippet_index": 0}
+
+
+def test_killed_generation_repeats_no_finished_call(tmp_path: Path) -> None:
+    plans = {"drone": ["sq1", "sq2", "none", "done"], "boiling eggs": ["sq3", "none", "none"],
+             "Wi-Fi": ["sq1"] * 8}
+    whole = Recording()
+    expected, _ = _run(ScriptedUser(plans), backend=whole, answers="extractive")
+    killed = Recording(fail_at_batch=4)  # intents, questions, turn 1 ... killed while writing turn 2
+    with pytest.raises(KeyboardInterrupt):
+        _run(ScriptedUser(plans), work=tmp_path, backend=killed, answers="extractive")
+    assert killed.seen  # some calls finished before the kill
+    rerun = Recording()
+    dialogues, _ = _run(ScriptedUser(plans), work=tmp_path, backend=rerun, answers="extractive")
+    assert not set(rerun.seen) & set(killed.seen)  # no finished call is asked again
+    assert set(rerun.seen) | set(killed.seen) == set(whole.seen)  # and together they are the whole run
+    assert dialogues == expected
+    again = Recording()
+    assert _run(ScriptedUser(plans), work=tmp_path, backend=again, answers="extractive")[0] == expected
+    assert again.seen == []  # the finished run is a stage file: not even the cache is asked
+
+
+def test_coverage_user_rules():
+    user = CoverageUser()
+    intent = "I want a cheap drone with a camera for a beginner."  # cheap, drone, camera, beginner
+    covering = ("Is a camera drone good for a beginner?", "How heavy is a drone?", "x?", "y?")
+    # the first question covers enough of the intent, but it was never answered: only picked suggestions count
+    assert user.decide(UserView(intent, ("Which cheap camera drone suits a beginner?",), covering)) == "none"
+    assert user.decide(UserView(intent, ("Which drone is cheap?", "Does it have a camera for a beginner?"),
+                                covering)) == "done"
+    assert user.decide(UserView(intent, ("Which drone?",), ("What does a camera cost?", "Is a camera drone good for "
+                                                           "a beginner?", "x?", "y?"))) == "sq2"
+    assert user.decide(UserView(intent, ("Which drone?",), ("How long to boil eggs?",) * 4)) == "none"
+
+
+def test_passage_collection_is_named_and_retrievable():
+    collection = default_collection()
+    assert collection.name == "convohub-promise-passages-v1" and len(collection) == 96 and len(collection.topics) == 16
+    assert "hand" in collection.provenance
+    [hits] = BM25Retriever(collection).search(["how long to boil an egg for a runny yolk"], 3)
+    assert hits and all(isinstance(p, Passage) and p.topic == "eggs" for p in hits)
+
+
+# ------------------------------------------------------------------------------------------------ scoring
+def test_generative_simulator_scoring_rule():
+    from convohub.promise.simulators import GenerativeSimulator
+
+    items = [{"id": str(k), "intent": "i", "context_questions": ["q?"], "candidate_sqs": ["a?", "b?", "c?", "d?"]}
+             for k in range(4)]
+    replies = iter(["2", "done", "I am not sure", "none"])
+    simulator = GenerativeSimulator(Replies(lambda _text: next(replies)))
+    assert simulator.predict("task1", items) == [0, 1, -1, 0]  # unparseable: invalid on both tasks
+    assert simulator.predict("task2", items) == [1, -1, -1, 4]  # done on a Task 2 item: invalid
+
+
+@pytest.mark.slow
+def test_smollm2_zero_shot_simulator_parses_its_answers():
+    """The real offline LLM as the zero-shot simulator: every reply to the gold user decisions parses."""
+    from convohub.llm import make_backend
+    from convohub.promise.simulators import GenerativeSimulator
+    from convohub.promise.users import read_gold
+
+    gold = read_gold()[:8]
+    items = [{"id": g["id"], "intent": g["intent"], "context_questions": g["asked"], "candidate_sqs": g["candidates"]}
+             for g in gold]
+    simulator = GenerativeSimulator(make_backend("smollm2", batch_size=8))
+    actions = simulator.actions(items)
+    assert all(a is not None for a in actions), simulator.replies

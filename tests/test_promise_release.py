@@ -1,0 +1,170 @@
+"""ProMISe's release steps at smoke scale (`convohub release --only promise --max-train-steps 2`): the dataset
+is generated (scripted agent, the user chosen by agreement with the hand-labelled decisions) and loads with
+``load_dataset``; the two encoders and the LoRA simulator are trained by their scripts, load with
+``from_pretrained``, and their cards carry the numbers the evaluation measured beside the majority baselines;
+the leaderboard benchmarks score submissions and name malformed lines; ``convohub promise evaluate`` prints
+Table 4's layout; the exported Space answers through gradio_client with the trained simulator beside the
+visitor's choice; a re-run resumes every step without changing a published file.
+"""
+
+from __future__ import annotations
+
+import json
+import sys
+from pathlib import Path
+
+import pytest
+
+from convohub.cli import main
+from convohub.hub import folder_digest, read_card
+from convohub.release import run_release
+
+sys.path.insert(0, str(Path(__file__).parent))
+from _replies import Replies  # noqa: E402
+from _spaces import SpaceApp, serve  # noqa: E402
+from test_promise import scripted_reply  # noqa: E402
+
+pytestmark = pytest.mark.slow
+NS = "convohub"
+STEPS = 11  # build, 3 x (train, evaluate, card), space
+
+
+def _release(root: Path) -> list:
+    with pytest.MonkeyPatch.context() as mp:
+        mp.setenv("CONVOHUB_PROMISE_DIALOGUES", "12")
+        records, failure = run_release(out=root, only=["promise"], llm=Replies(scripted_reply, "scripted-agent",
+                                                                              whole_request=True), max_train_steps=2)
+    assert failure is None, failure
+    return records
+
+
+@pytest.fixture(scope="module")
+def release_root(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    root = tmp_path_factory.mktemp("promise-hub")
+    records = _release(root)
+    assert [r.status for r in records] == ["done"] * STEPS
+    return root
+
+
+def _dataset(root: Path) -> Path:
+    return root / "datasets" / NS / "promise"
+
+
+def test_dataset_loads_like_users_load_it(release_root: Path, tmp_path: Path) -> None:
+    import datasets
+
+    folder = _dataset(release_root)
+    cache = str(tmp_path / "cache")  # datasets keys its cache of a local folder on the folder's name, not its rows
+    dialogues = datasets.load_dataset(str(folder), "dialogues", cache_dir=cache)
+    assert set(dialogues) == {"validation", "test"}
+    rows = [d for split in dialogues.values() for d in split]
+    agent = "scripted:scripted-agent (questions for snippet sentences)"  # the tiny profile's answer-first mode
+    assert rows and all(d["agent_llm"] == agent and d["retrieval_backend"].startswith("bm25s:")
+                        and d["user_simulator"] == "rules:intent-coverage-v1" for d in rows)
+    assert all(d["topic"].split()[0].lower() in d["initial_question"].lower() for d in rows)
+    task1 = datasets.load_dataset(str(folder), "task1_intent_satisfaction", split="test", cache_dir=cache)
+    task2 = datasets.load_dataset(str(folder), "task2_sq_selection", split="test", cache_dir=cache)
+    test = dialogues["test"]
+    assert len(task1) == sum(d["num_turns"] for d in test)
+    assert len(task2) == len(task1) - sum(d["outcome"] == "intent_satisfied" for d in test)
+    assert task1[0]["id"] == f"{test[0]['dialogue_id']}-0"
+    _, body = read_card(folder / "README.md")
+    total_turns = sum(d["num_turns"] for d in rows)
+    assert f"| turns | {sum(d['num_turns'] for d in dialogues['validation'])} | " in body and f"| {total_turns} |" in body
+    assert "rules:intent-coverage-v1" in body and "llm:scripted-agent" in body  # the user and how it was chosen
+    assert "| all turns (pooled) |" in body and "BERTScore" in body
+
+
+@pytest.mark.parametrize("task", ["task1", "task2"])
+def test_encoder_cards_carry_the_measured_numbers(release_root: Path, task: str) -> None:
+    from transformers import AutoModelForSequenceClassification
+
+    folder = release_root / "models" / NS / f"promise-{task}-minilm-tiny"
+    model = AutoModelForSequenceClassification.from_pretrained(folder)
+    assert model.config.num_labels == (2 if task == "task1" else 5)
+    measured = json.loads((release_root / ".convohub-work" / "promise" / f"promise_{task}_encoder_eval.json").read_text())
+    meta, body = read_card(folder / "README.md")
+    after, majority = measured["after"], measured["majority"]
+    assert f"| macro_f1 | {100 * majority['macro_f1']:.2f} | {100 * measured['before']['macro_f1']:.2f} | " \
+           f"{100 * after['macro_f1']:.2f} |" in body
+    assert ("does not beat the majority baseline" in body) == (after["macro_f1"] <= majority["macro_f1"])
+    assert "stopped after 2 optimiser step(s)" in body and "4-fold cross-validation" in body
+    metrics = {m["name"]: m["value"] for r in meta["model-index"][0]["results"] for m in r["metrics"]}
+    assert any(v == pytest.approx(after["macro_f1"]) for k, v in metrics.items() if "macro" in k)
+
+
+def test_lora_simulator_card_has_table_4(release_root: Path) -> None:
+    from transformers import AutoModelForCausalLM
+
+    folder = release_root / "models" / NS / "promise-simulator-smollm2-lora-tiny"
+    assert AutoModelForCausalLM.from_pretrained(folder).config.model_type == "llama"
+    measured = json.loads((release_root / ".convohub-work" / "promise" / "promise_lora_simulator_eval.json").read_text())
+    assert set(measured["table"]) == {"majority (validation)", "zero-shot smollm2", "encoders (task 1, task 2)",
+                                      "LoRA simulator"}
+    _, body = read_card(folder / "README.md")
+    assert "**Scoring rule.**" in body and "Every simulator of this release on test" in body
+    for name in measured["table"]:
+        assert f"| {name} | " in body
+    assert measured["training"]["steps"] == 2
+
+
+def test_leaderboard_scores_and_names_malformed_lines(release_root: Path, tmp_path: Path,
+                                                      capsys: pytest.CaptureFixture[str]) -> None:
+    from convohub.hub import load_local
+
+    folder = _dataset(release_root)
+    items = load_local(folder, "task2_sq_selection", "test")
+    good = tmp_path / "good.jsonl"
+    good.write_text("".join(json.dumps({"id": i, "prediction": int(label)}) + "\n"
+                            for i, label in zip(items["id"], items["label"], strict=True)))
+    assert main(["evaluate", "promise-task2", str(good), "--dataset", str(folder)]) == 0
+    out = capsys.readouterr().out
+    assert "micro_f1  1.0000" in out and "macro_f1" in out
+    lines = good.read_text().splitlines()
+    for bad, message in (("not json", ":2: not valid JSON"), (json.dumps({"id": items["id"][1], "prediction": 7}),
+                                                            ":2: prediction for id .* label 7 is not one of 0-4"),
+                         (json.dumps({"id": items["id"][1], "prediction": "2"}), ":2: prediction .* must be int")):
+        broken = tmp_path / "broken.jsonl"
+        broken.write_text("\n".join([lines[0], bad, *lines[2:]]) + "\n")
+        assert main(["evaluate", "promise-task2", str(broken), "--dataset", str(folder)]) == 2
+        import re
+
+        assert re.search(message, capsys.readouterr().err)
+
+
+def test_promise_evaluate_prints_table_4(release_root: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    models = release_root / "models" / NS
+    spec = f"encoder:{models / 'promise-task1-minilm-tiny'},{models / 'promise-task2-minilm-tiny'}"
+    assert main(["promise", "evaluate", "--simulator", spec, "--dataset", str(_dataset(release_root))]) == 0
+    out = capsys.readouterr().out
+    assert "| majority (validation) |" in out and "T2 macro-F1" in out and "task2 per-class F1: sq1" in out
+
+
+def test_space_shows_the_simulator_beside_the_visitor(release_root: Path) -> None:
+    from gradio_client import Client
+
+    space = release_root / "spaces" / NS / "promise-explorer"
+    meta, _ = read_card(space / "README.md")
+    assert f"{NS}/promise" in meta["datasets"] and f"{NS}/promise-task1-minilm-tiny" in meta["models"]
+    models = release_root / "models" / NS
+    app = SpaceApp("promise", space / "app.py", {"CONVOHUB_PROMISE_AGENT": "smollm2",
+                                                 "CONVOHUB_PROMISE_TASK1_MODEL": str(models / "promise-task1-minilm-tiny"),
+                                                 "CONVOHUB_PROMISE_TASK2_MODEL": str(models / "promise-task2-minilm-tiny")})
+    with serve(app) as (url, module):
+        client = Client(url, verbose=False)
+        table, history, _ = client.predict(module.EXAMPLE_INTENT, module.EXAMPLE_QUESTION, api_name="/start")
+        rows = table["data"]
+        assert [r[0] for r in rows] == ["SQ1", "SQ2", "SQ3", "SQ4"] and all(r[1].endswith("?") and r[3] for r in rows)
+        text, chart, _, history, _ = client.predict("none helps", api_name="/choose")
+        assert text.startswith("You chose: none helps. The simulator predicted:")
+        bars = chart["value"]["data"]
+        assert len(bars) == 6 and sum(b[1] for b in bars) == pytest.approx(1.0, abs=1e-3)
+        assert "turn 1" in history
+
+
+def test_rerun_resumes_and_changes_nothing(release_root: Path) -> None:
+    before = {k: v for k, v in folder_digest(release_root).items() if not k.startswith(".convohub-work")}
+    records = _release(release_root)
+    assert [r.status for r in records] == ["resumed"] * STEPS
+    after = {k: v for k, v in folder_digest(release_root).items() if not k.startswith(".convohub-work")}
+    assert after == before
