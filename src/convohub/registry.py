@@ -25,6 +25,7 @@ SYSTEM_MODULES: tuple[str, ...] = (
     "convohub.reqap.system",
     "convohub.crychic.system",
     "convohub.wildfeedback.system",
+    "convohub.aqa.system",
 )
 
 STEP_KINDS = ("build", "train", "evaluate", "card", "space")
