@@ -311,9 +311,9 @@ def run_pipeline(rows: Iterable[Mapping[str, Any]], settings: Settings, work: Pa
     wording = clock.run("phrasing", lambda: stage(work, "phrasing", fp_wording, lambda: dict(zip(
         ("rows", "report"), phrase(queries, backends.phraser, settings.max_attempts), strict=True))))
     questions = [{**q, **w} for q, w in zip(queries, wording["rows"], strict=True)]
-    summaries = {c["hash"]: context_line(c) for c in conversations}
+    contexts = {c["hash"]: (context_line(c), c["summary"]) for c in conversations}
     qc = clock.run("quality", lambda: stage(work, "quality", fp_wording, lambda: dict(zip(
-        ("kept", "report"), quality_control(questions, summaries, settings, embed), strict=True))))
+        ("kept", "report"), quality_control(questions, contexts, settings, embed), strict=True))))
     kept = qc["kept"]
     subset = stratified_subset(kept, settings.subset_fraction, settings.seed)
     log(f"questions: {proposal['report']['proposed']} proposed, {len(kept)} after quality control, "

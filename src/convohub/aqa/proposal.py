@@ -293,7 +293,7 @@ def options_for(candidate: Candidate, vocabulary: Mapping[tuple[str, str], int],
     if len(chosen) < n_options:
         raise ValueError(f"{candidate.combination.name}: only {len(chosen)} distinct target values exist")
     random.Random(f"order/{seed}").shuffle(chosen)
-    return chosen, [round(weights[v], 6) for v in chosen]
+    return chosen, [weights[v] for v in chosen]
 
 
 def propose(records: Sequence[Mapping[str, Any]], settings: Settings, work: Path,

@@ -68,22 +68,21 @@ def random_scores(weights: Sequence[Sequence[float]], draws: int, seed: int, k: 
     return means, stds
 
 
-def _mentions(text: str, option: str) -> bool:
-    return re.search(r"(?<![\w-])" + re.escape(option.lower()) + r"(?![\w-])", text.lower()) is not None
-
-
-def support_count_rankings(questions: Sequence[Mapping[str, Any]], summaries: Mapping[str, str],
+def support_count_rankings(questions: Sequence[Mapping[str, Any]], contexts: Mapping[str, tuple[str, str]],
                            embed: Callable[[Sequence[str]], np.ndarray], settings: Settings) -> list[list[int]]:
-    """The ``support-count`` context answerer (module doc): one ranking of option indices per question."""
+    """The ``support-count`` context answerer (module doc): one ranking of option indices per question.
+    ``contexts`` maps a conversation hash to its (context line, summary); the cosine tie-break compares an
+    option with the summaries."""
     out = []
     for q in questions:
         support = list(q["support"])
         if len(support) > settings.qc_retrieve:
             support = sorted(random.Random(f"qc/{q['hash']}").sample(support, settings.qc_retrieve))
-        texts = [summaries[h] for h in support if h in summaries]
-        counts = Counter({j: sum(_mentions(t, o) for t in texts) for j, o in enumerate(q["options"])})
-        if texts:
-            sims = embed(list(q["options"])) @ embed(texts).T
+        lines = [contexts[h][0].lower() for h in support if h in contexts]
+        patterns = [re.compile(r"(?<![\w-])" + re.escape(o.lower()) + r"(?![\w-])") for o in q["options"]]
+        counts = Counter({j: sum(1 for t in lines if p.search(t)) for j, p in enumerate(patterns)})
+        if lines:
+            sims = embed(list(q["options"])) @ embed([contexts[h][1] for h in support if h in contexts]).T
             closeness = sims.mean(axis=1)
         else:
             closeness = np.zeros(len(q["options"]))
@@ -101,21 +100,22 @@ def cosine_rankings(questions: Sequence[Mapping[str, Any]], embed: Callable[[Seq
     return out
 
 
-def quality_control(questions: Sequence[Mapping[str, Any]], summaries: Mapping[str, str], settings: Settings,
+def quality_control(questions: Sequence[Mapping[str, Any]], contexts: Mapping[str, tuple[str, str]], settings: Settings,
                     embed: Callable[[Sequence[str]], np.ndarray] | None = None
                     ) -> tuple[list[dict[str, Any]], dict[str, Any]]:
-    """Score every question with :data:`DEFAULT_SCORERS`, apply :func:`qc_keep`, and return the kept
-    questions (each with its scores and ``qc_scorers``) and a report (counts, mean scores)."""
+    """Score every question with :data:`DEFAULT_SCORERS` (``contexts``: hash -> (context line, summary)),
+    apply :func:`qc_keep`, and return the kept questions (each with its scores and ``qc_scorers``) and a
+    report (counts, mean scores)."""
     from convohub.aqa.embedding import Memo
 
     embed = embed if isinstance(embed, Memo) else Memo(embed)
     if not questions:
         return [], {"before": 0, "after": 0, "scorers": DEFAULT_SCORERS}
     embed.warm([o for q in questions for o in q["options"]] + [q["question"] for q in questions]
-               + [summaries[h] for q in questions for h in q["support"] if h in summaries])
+               + [contexts[h][1] for q in questions for h in q["support"] if h in contexts])
     weights = [q["option_weights"] for q in questions]
     k = settings.qc_k
-    s_context = ndcg_per_question(support_count_rankings(questions, summaries, embed, settings), weights, k)[k]
+    s_context = ndcg_per_question(support_count_rankings(questions, contexts, embed, settings), weights, k)[k]
     s_no_context = ndcg_per_question(cosine_rankings(questions, embed), weights, k)[k]
     s_random, s_std = random_scores(weights, settings.qc_draws, settings.seed, k)
     keep = qc_keep(s_context, s_no_context, s_random, s_std, settings.qc_z)

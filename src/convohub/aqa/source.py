@@ -144,7 +144,7 @@ class Row:
         if name not in self.data:
             raise self.fail(name, "is missing")
         if self.data[name] is None:
-            raise self.fail(name, "is null")
+            raise self.fail(name, "is missing (null)")
         return self.data[name]
 
     def text(self, name: str, allow_empty: bool = False) -> str:
