@@ -38,7 +38,7 @@ def aqa_reply(request: object) -> str:
     """Use as ``Replies(aqa_reply, whole_request=True)`` (the keyword prompt's instruction is its system turn)."""
     messages = request.messages if hasattr(request, "messages") else [{"role": "user", "content": str(request)}]
     prompt = messages[-1]["content"]
-    if "type=value pairs" in messages[0]["content"]:
+    if "type=value pairs" in messages[0]["content"]:  # the keyword prompt's instruction is its system turn
         return _pairs(prompt)
     if "Start with \"The user\"" in prompt:
         words = _shown(prompt).split()[:12]

@@ -203,6 +203,12 @@ def test_taxonomy_rounds_stop_early_and_keep_the_taxonomy_on_a_bad_answer() -> N
     result = taxonomy.generate_taxonomy([f"summary {i}" for i in range(12)], vectors, backend, settings)
     assert [r["action"] for r in result.rounds] == ["initial", "updated", "kept", "kept"]
     assert result.rounds[-1]["stopped"] and result.names() == ["Cooking", "Travel", "Music"]
+    summaries = [f"The user asks for a {food} recipe with cheese." for food in ("pasta", "lasagna", "pizza")] + \
+        [f"The user plans a trip to {city} by train." for city in ("Paris", "Rome", "Lisbon")] * 2
+    fallback = taxonomy.generate_taxonomy(summaries, np.repeat(np.eye(2, 4, dtype=np.float32), [3, 6], axis=0),
+                                          Replies(lambda _: "sorry"), replace(settings, topic_rounds=2))
+    assert fallback.made_by.startswith("cluster-terms (scripted:scripted wrote no usable taxonomy)")
+    assert sorted(c.name for c in fallback.classes) == ["Cheese and Recipe", "Plans and Train"]
     with pytest.raises(ValueError, match="vague"):
         taxonomy.parse_taxonomy('{"classes": [{"name": "Other topics"}]}', 5, False)
     assert taxonomy.parse_labels('{"labels": [{"index": 2, "relevance": 8}, {"index": 0, "relevance": 3}]}', 3, 3) \

@@ -104,7 +104,7 @@ def test_subset_is_a_stratified_tenth_and_the_card_reports_the_build(built: dict
     assert "@inproceedings{zhao2024wildchat" in body and "Aggregative Question Answering" in body
     for text in ("| 3 |", "user,topic -> subtopic", "min supporting conversations", "| tiny |",
                  "MinHash/LSH de-duplication", "s_coverage", "Quality control scorers", "Build time",
-                 "SmolLM2-135M-Instruct (byte-level BPE"):
+                 "the byte-level BPE of HuggingFaceTB/SmolLM2-135M-Instruct"):
         assert text in body, text
     assert f"| all | {len(questions)} | 6027 |" in body
 

@@ -37,11 +37,11 @@ from convohub.llm import ChatBackend, ChatRequest, ask_until_parsed, parse_json_
 
 FIELDS = ("summary", "intent", "keywords")
 SYSTEM = "You write short, factual notes about chat logs."
-MAX_NEW_TOKENS = {"summary": 48, "intent": 28, "keywords": 72}
+MAX_NEW_TOKENS = {"summary": 40, "intent": 28, "keywords": 72}
 KEYWORD_WORDS = 8
 DESCRIPTION_WORDS = 15
 #: values of the worked example: an item repeating one is kept only when the conversation mentions it
-EXAMPLE_VALUES = frozenset({"lasagna", "rome", "python", "leonardo da vinci", "mona lisa"})
+EXAMPLE_VALUES = frozenset({"lasagna", "rome", "python"})
 _TYPE_ALIASES = {"programming language": "programming_language", "scientific term": "scientific_term",
                  "demographic term": "demographic_term", "product brands": "product_brands",
                  "product_brand": "product_brands", "product": "product_brands", "brand": "product_brands",
@@ -69,7 +69,6 @@ TYPES_LINE = ", ".join(KEYWORD_TYPES)
 PAIR_EXAMPLES = (
     ("How do I bake lasagna like they do in Rome?", "food=lasagna; location=Rome"),
     ("Write a Python script that lists the files in a folder.", "programming_language=Python"),
-    ("Who painted the Mona Lisa?", "person=Leonardo da Vinci; artwork=Mona Lisa"),
     ("Tell me a joke.", "none"),
 )
 
@@ -95,8 +94,8 @@ def _prompt(field: str, text: str, settings: Settings) -> str:
 def messages(field: str, text: str, settings: Settings) -> list[dict[str, str]]:
     """The chat of one field's request (the ``pairs`` keyword format puts its examples in earlier turns)."""
     if field == "keywords" and settings.keyword_format == "pairs":
-        chat = [{"role": "system", "content": "Reply with the keywords of the user's message as type=value pairs "
-                                              f"separated by semicolons, or none. Types: {TYPES_LINE}."}]
+        chat = [{"role": "system", "content": f"Reply with type=value pairs separated by semicolons, or none. "
+                                              f"Types: {TYPES_LINE}."}]
         for asked, answer in PAIR_EXAMPLES:
             chat += [{"role": "user", "content": asked}, {"role": "assistant", "content": answer}]
         return chat + [{"role": "user", "content": text}]
@@ -106,7 +105,7 @@ def messages(field: str, text: str, settings: Settings) -> list[dict[str, str]]:
 def request(field: str, text: str, settings: Settings, attempt: int) -> ChatRequest:
     """The request for one field of one conversation; tries after the first sample with a fresh seed."""
     sampling = {} if attempt == 0 else {"temperature": 0.7, "top_p": 0.95, "seed": attempt}
-    tokens = 40 if field == "keywords" and settings.keyword_format == "pairs" else MAX_NEW_TOKENS[field]
+    tokens = 32 if field == "keywords" and settings.keyword_format == "pairs" else MAX_NEW_TOKENS[field]
     return ChatRequest(messages=messages(field, text, settings), max_new_tokens=tokens, **sampling)
 
 

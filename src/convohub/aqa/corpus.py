@@ -104,7 +104,7 @@ def tokenizer_label(name: str) -> str:
     if name == "smollm2":
         from convohub.models import SMOLLM2_ID
 
-        return f"{SMOLLM2_ID} (byte-level BPE, 49,152 tokens; offline)"
+        return f"the byte-level BPE of {SMOLLM2_ID}, offline"
     return name
 
 

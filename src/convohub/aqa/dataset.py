@@ -135,12 +135,15 @@ def conversation_statistics(rows: Sequence[Mapping[str, Any]]) -> str:
     return table + "\n\nLanguages: " + ", ".join(f"{lang} ({n})" for lang, n in languages)
 
 
-def _taxonomy_table(rows: Sequence[Mapping[str, Any]]) -> str:
+def _taxonomy_table(rows: Sequence[Mapping[str, Any]], searches: Mapping[str, Mapping[str, Any]]) -> str:
+    """Topics with their conversations and their own subtopics (``searches``: the subtopic stage's report)."""
     topics = Counter(t for r in rows for t in r["label_level_1"])
     subs: dict[str, Counter[str]] = {}
     for r in rows:
         for t in r["label_level_1"]:
-            subs.setdefault(t, Counter()).update(r["label_level_2"])
+            own = set(searches.get(t, {}).get("subtopics", []))
+            subs.setdefault(t, Counter()).update(s for s in r["label_level_2"]
+                                                 if s in own or s.removesuffix(f" ({t})") in own)
     return markdown_table(["topic", "conversations", "subtopics (conversations)"],
                           [[t, n, ", ".join(f"{s} ({m})" for s, m in subs[t].most_common(6))]
                            for t, n in topics.most_common()])
@@ -197,7 +200,7 @@ def _pipeline_sections(build: Build, settings: Any, tokenizer: str) -> dict[str,
     taxonomy += "\n\nSubtopic K per topic (silhouette of the k-means clusterings, s_quality of the taxonomies " \
                 "generated for the best ones):\n\n" + markdown_table(
                     ["topic", "conversations", "silhouette", "s_quality", "chosen K"], k_rows)
-    taxonomy += "\n\n" + _taxonomy_table(build.conversations)
+    taxonomy += "\n\n" + _taxonomy_table(build.conversations, report["subtopics"]["topics"])
     kw = report["keywords"]
     keywords = (f"{kw['keyword_categories']} keyword categories (distinct named entities) over "
                 f"{kw['conversations_with_keywords']} conversations; per category: "

@@ -56,7 +56,7 @@ class Backends:
 
     def describe(self, settings: Settings) -> dict[str, str]:
         return {
-            "summary, intent, keywords, taxonomies": self.writer.name,
+            "summary, intent, keywords": self.writer.name,
             "topic and subtopic labels, verification": self.labeller.name if self.labeller else MINILM,
             "keyword categories": self.labeller.name if self.labeller and settings.keyword_labeller == "llm"
             else "minilm (type map + all-MiniLM-L6-v2 cosine)",
@@ -137,7 +137,7 @@ def _subtopics(records: list[dict], topic_labels: list[list[list[Any]]], backend
     summaries = [r["summary"] for r in records]
     vectors = embed(summaries)
     searches: dict[str, dict[str, Any]] = {}
-    jobs: list[tuple[str, list[str], int]] = []
+    jobs: list[tuple[str, list[str], int, np.ndarray]] = []
     for topic, idx in sorted(members.items()):
         ks = [k for k in settings.subtopic_ks if k < len(idx)]
         if not ks:
@@ -154,25 +154,28 @@ def _subtopics(records: list[dict], topic_labels: list[list[list[Any]]], backend
                            "candidates": {}}
         for _, k, assignment in scored[:settings.subtopic_top_ks]:
             batch = tnt.round_robin_batches(assignment, settings.subtopic_batch, settings.seed)[0]
-            jobs.append((topic, [summaries[idx[j]] for j in batch], k))
-    taxonomies = tnt.generate_subtaxonomies(jobs, backends.writer, settings)
+            jobs.append((topic, [summaries[idx[j]] for j in batch], k, assignment))
+    taxonomies = tnt.generate_subtaxonomies([job[:3] for job in jobs], backends.writer, settings)
     rng = np.random.default_rng(settings.seed)
     chosen: dict[str, list[tnt.TaxonomyClass]] = {}
-    for (topic, _, k), classes in zip(jobs, taxonomies, strict=True):
+    for (topic, _, k, assignment), classes in zip(jobs, taxonomies, strict=True):
         entry = searches[topic]["candidates"]
-        if not classes:
-            entry[str(k)] = {"failed": "no usable taxonomy"}
-            continue
         idx = members[topic]
+        made_by = backends.writer.name
+        if not classes:
+            classes = tnt.cluster_terms([summaries[i] for i in idx], assignment, k)
+            made_by = f"{tnt.CLUSTER_TERMS} ({backends.writer.name} wrote no usable taxonomy)"
         n = min(len(idx), max(settings.quality_min, int(round(settings.quality_fraction * len(idx)))),
                 settings.quality_max)
         sample = sorted(rng.choice(len(idx), size=n, replace=False).tolist())
         labels = _label(records, [idx[j] for j in sample], classes, backends, settings, embed)
         score = tnt.quality(labels)
-        entry[str(k)] = {"classes": [c.name for c in classes], **{m: round(v, 4) for m, v in score.items()}}
+        entry[str(k)] = {"classes": [c.name for c in classes], "made_by": made_by,
+                         **{m: round(v, 4) for m, v in score.items()}}
         best = searches[topic].get("chosen_quality", -1.0)
         if score["quality"] > best:
             searches[topic]["chosen_quality"], searches[topic]["chosen_k"] = score["quality"], k
+            searches[topic]["made_by"] = made_by
             chosen[topic] = classes
     labels_out: list[list[list[Any]]] = [[] for _ in records]
     all_labelled: list[tnt.Labels] = []
@@ -297,7 +300,12 @@ def run_pipeline(rows: Iterable[Mapping[str, Any]], settings: Settings, work: Pa
     log(f"subtopics: quality {subtopics['quality_verified']}")
     keywords = clock.run("keywords", lambda: stage(work, "keywords", fp_labels,
                                                    lambda: _keywords(annotated, backends, settings)))
-    labeller = "; ".join(f"{k}: {v}" for k, v in backends.describe(settings).items() if k != "question wording")
+    makers = sorted({t.get("made_by", "") for t in subtopics["topics"].values() if t.get("made_by")})
+    roles = backends.describe(settings)
+    roles.pop("question wording")
+    roles["topic taxonomy"] = topics["taxonomy"]["made_by"]
+    roles["subtopic taxonomies"] = ", ".join(makers) or "none"
+    labeller = "; ".join(f"{k}: {v}" for k, v in roles.items())
     conversations, unlabelled = assemble(annotated, notes["notes"], topics["labels"], subtopics["labels"],
                                          keywords["aggregated"], labeller)
     log(f"conversations: {len(conversations)} ({unlabelled} dropped without a verified topic and subtopic)")
@@ -324,7 +332,8 @@ def run_pipeline(rows: Iterable[Mapping[str, Any]], settings: Settings, work: Pa
         "subtopics": {k: v for k, v in subtopics.items() if k != "labels"},
         "keywords": keywords["stats"], "unlabelled_dropped": unlabelled, "proposal": proposal["report"],
         "phrasing": wording["report"], "quality": qc["report"], "subset": len(subset),
-        "backends": backends.describe(settings), "seconds": clock.seconds,
+        "backends": {**backends.describe(settings), "topic taxonomy": topics["taxonomy"]["made_by"],
+                     "subtopic taxonomies": ", ".join(makers) or "none"}, "seconds": clock.seconds,
     }
     return Build(conversations, kept, subset, report)
 

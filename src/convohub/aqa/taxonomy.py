@@ -6,7 +6,9 @@ an initial taxonomy from the first batch, then each later round shows it the cur
 batch, asks for a 0-100 rating of the current taxonomy and an updated one. The rounds stop after N, when the
 clusters run dry, or when the rating has not improved for ``patience`` rounds. An answer that does not
 validate (no JSON classes, too many classes, repeated or vague names such as "Other") leaves the taxonomy as
-it was and counts as a round without improvement.
+it was and counts as a round without improvement. When the LLM never wrote a usable taxonomy, the named
+stand-in :func:`cluster_terms` names the k-means clusters by their most distinctive words, and
+``made_by`` (on the card and in every row's ``labeller``) says so.
 
 Subtopics per topic: k-means over the topic's summaries for every K searched, the ``top_ks`` K with the best
 silhouette (cosine) each get a taxonomy, and each taxonomy is scored on a sample of the topic's
@@ -254,15 +256,52 @@ def generate_taxonomy(summaries: Sequence[str], vectors: np.ndarray, backend: Ch
             taxonomy.rounds[-1]["stopped"] = f"no better score for {stale} rounds"
             break
     if not taxonomy.classes:
-        raise RuntimeError(f"{backend.name} wrote no usable taxonomy in {len(taxonomy.rounds)} rounds "
-                           f"(last errors: {taxonomy.rounds[-1:]}); use an endpoint LLM (--llm)")
+        taxonomy.classes = cluster_terms(summaries, assignment, settings.initial_classes)
+        taxonomy.made_by = f"{CLUSTER_TERMS} ({backend.name} wrote no usable taxonomy)"
+        taxonomy.rounds.append({"round": len(taxonomy.rounds) + 1, "action": "cluster-terms",
+                                "classes": len(taxonomy.classes)})
     return taxonomy
+
+
+CLUSTER_TERMS = "cluster-terms"
+_WORD = re.compile(r"[a-z][a-z'-]{2,}")
+_GENERIC = frozenset({"user", "users", "asks", "asked", "asking", "wants", "want", "requested", "request", "help",
+                      "helps", "know", "make", "give", "explain", "write", "tell", "provide", "about", "simple",
+                      "short", "good", "best", "better", "like", "please", "question", "questions", "answer"})
+
+
+def cluster_terms(summaries: Sequence[str], assignment: np.ndarray, max_classes: int) -> list[TaxonomyClass]:
+    """The named stand-in for an LLM-written taxonomy: one class per k-means cluster (the largest
+    ``max_classes``), named by its two most distinctive content words (class-based TF-IDF) and described by
+    its top six; clusters that get the same name merge."""
+    from convohub.aqa.keywords import stop_words
+
+    clusters = [int(c) for c, _ in sorted(((c, int((assignment == c).sum())) for c in np.unique(assignment)),
+                                          key=lambda cn: (-cn[1], cn[0]))[:max_classes]]
+    counts: dict[int, dict[str, int]] = {}
+    for c in clusters:
+        bag: dict[str, int] = {}
+        for i in np.flatnonzero(assignment == c):
+            for word in _WORD.findall(summaries[i].lower()):
+                if word not in stop_words() and word not in _GENERIC:
+                    bag[word] = bag.get(word, 0) + 1
+        counts[c] = bag
+    spread = {w: sum(1 for bag in counts.values() if w in bag) for bag in counts.values() for w in bag}
+    classes: list[TaxonomyClass] = []
+    for c in clusters:
+        scored = sorted(counts[c], key=lambda w: (-counts[c][w] * math.log(1 + len(clusters) / spread[w]), w))
+        if not scored:
+            continue
+        name = " and ".join(w.capitalize() for w in scored[:2])
+        if all(name != k.name for k in classes):
+            classes.append(TaxonomyClass(name, "conversations about " + ", ".join(scored[:6])))
+    return classes
 
 
 def generate_subtaxonomies(jobs: Sequence[tuple[str, Sequence[str], int]], backend: ChatBackend,
                            settings: Settings, max_new_tokens: int = 200) -> list[list[TaxonomyClass] | None]:
     """One subtopic taxonomy of at most K classes per ``(topic, summaries, K)`` job, all asked in one batch
-    (None when the answer never validated)."""
+    (None when the answer never validated: the caller falls back to :func:`cluster_terms`)."""
     prompts = [initial_prompt(shown, k, parent=topic) for topic, shown, k in jobs]
     results = _ask(backend, prompts, lambda i, t: parse_taxonomy(t, jobs[i][2], False)[0], max_new_tokens,
                    settings.max_attempts, "AQA subtopic taxonomies")
