@@ -252,11 +252,12 @@ def test_keyword_answers_are_validated_against_the_twelve_types() -> None:
     stats: Counter[str] = Counter()
     shown = "how do i bake lasagna in rome with python"
     pairs = replace(TINY, keyword_format="pairs", keywords_grounded=True)
-    kept = annotate.parse_keywords("food=Lasagna; cuisine=pasta; location=Paris; programming language=Python",
-                                   shown, stats, pairs)
+    kept = annotate.parse_keywords("food=Lasagna; cuisine=pasta; programming language=Python", shown, stats, pairs)
     assert kept == [{"keyword_type": "food", "value": "lasagna", "description": ""},
                     {"keyword_type": "programming_language", "value": "python", "description": ""}]
-    assert stats["keyword_dropped_type"] == 1 and stats["keyword_dropped_not_in_text"] == 1
+    kept = annotate.parse_keywords("location=Paris; game=Rome; person=T", shown, stats, pairs)
+    assert kept == [{"keyword_type": "artwork", "value": "rome", "description": ""}]  # "game" reads as artwork
+    assert stats["keyword_dropped_type"] == 1 and stats["keyword_dropped_not_in_text"] == 2
     assert annotate.parse_keywords("none", shown, stats, pairs) == []
     with pytest.raises(ValueError, match="type=value"):
         annotate.parse_keywords("I'm not sure.", shown, stats, pairs)

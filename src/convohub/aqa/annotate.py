@@ -41,11 +41,16 @@ MAX_NEW_TOKENS = {"summary": 40, "intent": 28, "keywords": 72}
 KEYWORD_WORDS = 8
 DESCRIPTION_WORDS = 15
 #: values of the worked example: an item repeating one is kept only when the conversation mentions it
-EXAMPLE_VALUES = frozenset({"lasagna", "rome", "python"})
+EXAMPLE_VALUES = frozenset({"lasagna", "rome", "python", "titanic", "leonardo dicaprio"})
+#: other spellings of the 12 types, and the kinds of work the paper's ``artwork`` type lists (films, books,
+#: games, anime, shows) written as types of their own
 _TYPE_ALIASES = {"programming language": "programming_language", "scientific term": "scientific_term",
                  "demographic term": "demographic_term", "product brands": "product_brands",
                  "product_brand": "product_brands", "product": "product_brands", "brand": "product_brands",
-                 "financial term": "financial_term", "place": "location", "company": "organization"}
+                 "financial term": "financial_term", "place": "location", "company": "organization",
+                 "game": "artwork", "video game": "artwork", "video_game": "artwork", "movie": "artwork",
+                 "film": "artwork", "book": "artwork", "novel": "artwork", "anime": "artwork", "manga": "artwork",
+                 "tv show": "artwork", "tv_show": "artwork", "series": "artwork", "painting": "artwork"}
 
 
 def words(text: str) -> list[str]:
@@ -69,8 +74,10 @@ TYPES_LINE = ", ".join(KEYWORD_TYPES)
 PAIR_EXAMPLES = (
     ("How do I bake lasagna like they do in Rome?", "food=lasagna; location=Rome"),
     ("Write a Python script that lists the files in a folder.", "programming_language=Python"),
-    ("Tell me a joke.", "none"),
+    ("Summarize the plot of Titanic and tell me about Leonardo DiCaprio.", "artwork=Titanic; person=Leonardo DiCaprio"),
 )
+#: prefix of the user turns of the ``pairs`` format (it cues the task better than the system turn alone)
+PAIR_PREFIX = "Keywords of: "
 
 
 def _prompt(field: str, text: str, settings: Settings) -> str:
@@ -97,15 +104,15 @@ def messages(field: str, text: str, settings: Settings) -> list[dict[str, str]]:
         chat = [{"role": "system", "content": f"Reply with type=value pairs separated by semicolons, or none. "
                                               f"Types: {TYPES_LINE}."}]
         for asked, answer in PAIR_EXAMPLES:
-            chat += [{"role": "user", "content": asked}, {"role": "assistant", "content": answer}]
-        return chat + [{"role": "user", "content": text}]
+            chat += [{"role": "user", "content": PAIR_PREFIX + asked}, {"role": "assistant", "content": answer}]
+        return chat + [{"role": "user", "content": PAIR_PREFIX + text}]
     return [{"role": "system", "content": SYSTEM}, {"role": "user", "content": _prompt(field, text, settings)}]
 
 
 def request(field: str, text: str, settings: Settings, attempt: int) -> ChatRequest:
     """The request for one field of one conversation; tries after the first sample with a fresh seed."""
     sampling = {} if attempt == 0 else {"temperature": 0.7, "top_p": 0.95, "seed": attempt}
-    tokens = 32 if field == "keywords" and settings.keyword_format == "pairs" else MAX_NEW_TOKENS[field]
+    tokens = 24 if field == "keywords" and settings.keyword_format == "pairs" else MAX_NEW_TOKENS[field]
     return ChatRequest(messages=messages(field, text, settings), max_new_tokens=tokens, **sampling)
 
 
@@ -145,12 +152,13 @@ def _keyword_type(raw: Any) -> str | None:
 
 
 def _pairs(text: str) -> list[dict[str, str]]:
-    """``type=value; ...`` items of a ``pairs`` answer (its first line); ValueError when it has none."""
+    """The first three ``type=value`` items of a ``pairs`` answer (its first line; an item cut off by the
+    token limit is dropped with the grounding check); ValueError when an item is not ``type=value``."""
     line = next((ln.strip() for ln in text.strip().splitlines() if ln.strip()), "")
     if line.strip(" .").lower() in ("none", "[]"):
         return []
     items = []
-    for part in line.split(";"):
+    for part in line.split(";")[:3]:
         if "=" not in part:
             raise ValueError(f"keywords: {part.strip()[:40]!r} is not type=value")
         kind, _, value = part.partition("=")
@@ -189,7 +197,7 @@ def parse_keywords(text: str, shown: str, stats: Counter[str], settings: Setting
         if value in EXAMPLE_VALUES and value not in mentioned:
             stats["keyword_dropped_example_copy"] += 1
             continue
-        if grounded and value not in mentioned:
+        if grounded and (len(value) < 2 or not re.search(r"(?<!\w)" + re.escape(value) + r"(?!\w)", mentioned)):
             stats["keyword_dropped_not_in_text"] += 1
             continue
         if (kind, value) in seen:
