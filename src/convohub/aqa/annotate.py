@@ -50,7 +50,9 @@ _TYPE_ALIASES = {"programming language": "programming_language", "scientific ter
                  "financial term": "financial_term", "place": "location", "company": "organization",
                  "game": "artwork", "video game": "artwork", "video_game": "artwork", "movie": "artwork",
                  "film": "artwork", "book": "artwork", "novel": "artwork", "anime": "artwork", "manga": "artwork",
-                 "tv show": "artwork", "tv_show": "artwork", "series": "artwork", "painting": "artwork"}
+                 "tv show": "artwork", "tv_show": "artwork", "series": "artwork", "painting": "artwork",
+                 "city": "location", "country": "location", "state": "location", "landmark": "location",
+                 "planet": "location"}
 
 
 def words(text: str) -> list[str]:

@@ -20,6 +20,7 @@ those whose annotation never validated after stage 2; the report counts both.
 
 from __future__ import annotations
 
+import sys
 import time
 from collections import Counter, defaultdict
 from collections.abc import Callable, Iterable, Mapping, Sequence
@@ -70,6 +71,14 @@ class Build:
     questions: list[dict[str, Any]]
     subset: list[dict[str, Any]]
     report: dict[str, Any] = field(default_factory=dict)
+
+
+def code(*modules: Any) -> str:
+    """Digest of the source of the modules a stage runs: a stage file written by other code is recomputed
+    (its LLM answers still come from the cache)."""
+    from pathlib import Path as _Path
+
+    return digest([_Path(m.__file__).read_text(encoding="utf-8") for m in modules])
 
 
 def _identity(backend: ChatBackend | None) -> Any:
@@ -278,18 +287,21 @@ def run_pipeline(rows: Iterable[Mapping[str, Any]], settings: Settings, work: Pa
     clock = Clock()
     base = {"settings": settings.fingerprint(), "source": source}
 
-    corpus = clock.run("corpus", lambda: stage(work, "corpus", base, lambda: dict(zip(
+    from convohub.aqa import corpus as corpus_module
+
+    corpus = clock.run("corpus", lambda: stage(work, "corpus", {**base, "code": code(corpus_module)}, lambda: dict(zip(
         ("records", "report"), build_corpus(rows, settings, work / "datatrove"), strict=True))))
     records = corpus["records"]
     log(f"corpus: {corpus['report']['counts']}")
     fp = {**base, "corpus": digest([r["hash"] for r in records])}
 
-    fp_notes = {**fp, "writer": _identity(backends.writer), "prompts": annotation.SYSTEM}
+    fp_notes = {**fp, "writer": _identity(backends.writer), "code": code(annotation)}
     notes = clock.run("annotations", lambda: stage(work, "annotations", fp_notes, lambda: dict(zip(
         ("notes", "report"), annotation.annotate(records, backends.writer, settings), strict=True))))
     annotated = [{**r, **notes["notes"][r["hash"]]} for r in records if r["hash"] in notes["notes"]]
     log(f"annotations: {notes['report']['fields']}")
-    fp_labels = {**fp_notes, "annotated": digest(sorted(notes["notes"])), "labeller": _identity(backends.labeller)}
+    fp_labels = {**fp_notes, "annotated": digest(notes["notes"]), "labeller": _identity(backends.labeller),
+                 "code_labels": code(tnt, keyword_categories, sys.modules[__name__])}
 
     topics = clock.run("topics", lambda: stage(work, "topics", fp_labels,
                                                lambda: _topics(annotated, backends, settings, embed)))
@@ -310,7 +322,9 @@ def run_pipeline(rows: Iterable[Mapping[str, Any]], settings: Settings, work: Pa
                                          keywords["aggregated"], labeller)
     log(f"conversations: {len(conversations)} ({unlabelled} dropped without a verified topic and subtopic)")
 
-    fp_questions = {**fp_labels, "conversations": digest([(c["hash"], c["label_level_1"], c["label_level_2"],
+    from convohub.aqa import phrasing, proposal, quality
+
+    fp_questions = {**fp_labels, "code_questions": code(proposal, phrasing, quality), "conversations": digest([(c["hash"], c["label_level_1"], c["label_level_2"],
                                                             c["keywords_aggregated"]) for c in conversations])}
     proposal = clock.run("proposal", lambda: stage(work, "proposal", fp_questions, lambda: dict(zip(
         ("questions", "report"), _proposal(conversations, settings, work), strict=True))))
