@@ -26,6 +26,7 @@ SYSTEM_MODULES: tuple[str, ...] = (
     "convohub.crychic.system",
     "convohub.wildfeedback.system",
     "convohub.promise.system",
+    "convohub.aqa.system",
 )
 
 STEP_KINDS = ("build", "train", "evaluate", "card", "space")
