@@ -20,10 +20,9 @@ from typing import Any
 
 from convohub.hub import ModelCardInfo, read_json
 from convohub.model_spec import CardInput, CardValues, ModelSpec, block, profile_recipes
+from convohub.training.chat_sft import TRAINING_RECORD_FILE
 
 DATASET_REPO = "wildchat-sample"
-#: Written by the training script next to the model; read by :func:`evaluate` and the card.
-TRAINING_RECORD_FILE = "train_results.json"
 
 
 def read_training_record(model_dir: Path) -> dict[str, Any]:
