@@ -41,6 +41,7 @@ MODEL_SPECS: tuple[str, ...] = (
     "convohub.crychic.model_specs:IFQC",
     "convohub.crychic.model_specs:SIMPLIFIER",
     "convohub.crychic.model_specs:JUDGE",
+    "convohub.aqa.model_specs:SPEC",
 )
 
 
