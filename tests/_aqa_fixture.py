@@ -144,15 +144,84 @@ def questions(rows: Sequence[Mapping[str, Any]]) -> list[dict[str, Any]]:
     return out
 
 
-def build_fixture(root: Path, *, seed: int = 0, namespace: str = "convohub",
+COUNTRIES = ["France", "Germany", "Brazil", "United States", "China", "Russia", "India", "Japan"]
+WORDS = ["amber", "brisk", "cedar", "dusty", "ember", "frost", "glade", "hazel", "ivory", "jolly"]
+
+
+def scaled_conversations(n_users: int = 40, per_user: int = 13, seed: int = 0) -> list[dict[str, Any]]:
+    """A larger corpus of the same kind (measurements: about the size of the release's tiny profile): users
+    with random names, countries and topic preferences over six weeks."""
+    rng = random.Random(seed)
+    topics = list(TOPICS)
+    rows = []
+    for u in range(n_users):
+        user = f"{rng.choice(WORDS)}{rng.choice(WORDS)}{u}"
+        country = COUNTRIES[min(int(rng.expovariate(0.5)), len(COUNTRIES) - 1)]
+        liked = rng.sample(topics, 3)
+        for i in range(per_user):
+            topic = liked[0] if rng.random() < 0.5 else rng.choice(topics)
+            subtopic, keyword_type, keyword, ask, reply = TOPICS[topic]
+            when = START + timedelta(days=rng.randrange(42), hours=rng.randrange(10), minutes=rng.randrange(60))
+            monday = when - timedelta(days=when.weekday())
+            conversation_id = f"{user}-{i}"
+            rows.append({
+                "conversation_id": conversation_id, "hash": _hash(conversation_id), "user_name": user,
+                "timestamp": when.strftime("%Y-%m-%dT%H:%M:%S"), "time_day": when.strftime("%Y-%m-%d"),
+                "time_week": monday.strftime("%Y-%m-%d"), "time_month": when.strftime("%Y-%m"), "country": country,
+                "reigon": "", "language": LANGUAGE.get(country, "English"), "token_count": 40,
+                "conversation": [{"role": "user", "content": ask}, {"role": "assistant", "content": reply}],
+                "summary": f"The user asks about {topic.lower()}: {ask.rstrip('?.').lower()}.",
+                "intent": f"Get help with {subtopic.lower()}.",
+                "keywords": [{"keyword_type": keyword_type or "technology", "value": keyword, "description": keyword}],
+                "keywords_aggregated": ([{"keyword_type": keyword_type, "value": keyword}] if keyword_type else []),
+                "label_level_1": [topic], "label_level_2": [subtopic], "labeller": "fixture",
+            })
+    return sorted(rows, key=lambda r: r["timestamp"])
+
+
+def scaled_questions(rows: Sequence[Mapping[str, Any]], limit: int = 40) -> list[dict[str, Any]]:
+    """Questions over :func:`scaled_conversations` from the same construction rule (at least 10 matches)."""
+    specs = []
+    for country in sorted({r["country"] for r in rows}):
+        specs.append((f"Which topics did users from {country} ask the chatbot about most?",
+                      ["country"], [country], "label_level_1"))
+    for week in sorted({r["time_week"] for r in rows}):
+        specs.append((f"From which countries did users chat most in the week starting {week}?",
+                      ["time_week"], [week], "country"))
+    for topic in TOPICS:
+        specs.append((f"Which users asked the most about {topic.lower()}?", ["label_level_1"], [topic], "user_name"))
+    users = Counter(r["user_name"] for r in rows)
+    for user, _ in users.most_common(10):
+        specs.append((f"What subtopics did the user {user} ask about most often?", ["user_name"], [user],
+                      "label_level_2"))
+    out = []
+    for text, types, values, target in specs:
+        matching = [r for r in rows if all(v in _values(r, t) for t, v in zip(types, values, strict=True))]
+        if len(matching) < 10:
+            continue
+        counts = Counter(v for r in matching for v in _values(r, target))
+        vocabulary = sorted({v for r in rows for v in _values(r, target)}) + FILLERS.get(target, [])
+        options = [v for v, _ in counts.most_common(10)]
+        options += [v for v in dict.fromkeys(vocabulary) if v not in options][: 10 - len(options)]
+        random.Random(text).shuffle(options)
+        total = sum(counts.values())
+        out.append({"hash": _hash(text), "question": text, "style": "direct", "condition_type": types,
+                    "condition_value": values, "target_type": target, "keywords_type": None, "options": options,
+                    "option_weights": [counts.get(o, 0) / total for o in options],
+                    "support": [r["hash"] for r in matching], "phrased_by": "fixture"})
+    return out[:limit]
+
+
+def build_fixture(root: Path, *, seed: int = 0, namespace: str = "convohub", scaled: bool = False,
                   extra_questions: Callable[[list[dict[str, Any]]], list[dict[str, Any]]] | None = None) -> Path:
-    """Write the dataset folder under ``root`` (a hub root) and return it."""
+    """Write the dataset folder under ``root`` (a hub root) and return it; ``scaled``: the larger corpus and
+    its ~40 questions instead of the 48 conversations and 6 questions."""
     import datasets
 
     from convohub.hub import DatasetCardInfo, HubTarget, write_dataset
 
-    rows = conversations(seed)
-    qs = questions(rows)
+    rows = scaled_conversations(seed=seed) if scaled else conversations(seed)
+    qs = scaled_questions(rows) if scaled else questions(rows)
     if extra_questions is not None:
         qs += extra_questions(rows)
     summaries = [{k: v for k, v in r.items() if k != "conversation"} for r in rows]

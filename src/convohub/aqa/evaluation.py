@@ -58,6 +58,7 @@ class Setting:
     budget: int | None = None
     pooling: str = "max"
     probe_prompt: str = "paper"
+    max_new_tokens: int | None = None  # generating answerers: cap on the answer (default: MAX_NEW_TOKENS)
 
     def __post_init__(self) -> None:
         if self.method not in METHODS:
@@ -89,13 +90,15 @@ class AQARunner:
     """Questions, indexes and the answering model of one evaluation (module doc)."""
 
     def __init__(self, dataset_dir: str | Path, *, backend: Any = None, questions: Sequence[Question] | None = None,
-                 config: str = "questions", limit: int | None = None, seed: int = 0, progress: bool = False) -> None:
+                 config: str = "questions", limit: int | None = None, seed: int = 0, progress: bool = False,
+                 indexes: dict[str, RetrievalIndex] | None = None) -> None:
+        """``indexes``: a dict of retrieval indexes by context to share between runners (filled on use)."""
         self.dataset_dir = Path(dataset_dir)
         self.questions = list(questions) if questions is not None else load_questions(self.dataset_dir, config, limit)
         if not self.questions:
             raise ValueError(f"{self.dataset_dir}: no questions in config {config!r}")
         self.backend, self.seed, self.progress = backend, seed, progress
-        self._indexes: dict[str, RetrievalIndex] = {}
+        self._indexes: dict[str, RetrievalIndex] = {} if indexes is None else indexes
         self._probe: dict[tuple[str, str], list[str | None]] = {}
         self._contexts: dict[tuple[Any, ...], tuple[list[Context], ProbeStats | None]] = {}
         self._counter: TokenCounter | None = None
@@ -166,7 +169,8 @@ class AQARunner:
                                           **common)
         else:
             answers = generate_rankings(self.llm, self.questions, contexts, style=setting.answerer,
-                                        summaries=setting.context == "summary", **common)
+                                        summaries=setting.context == "summary",
+                                        max_new_tokens=setting.max_new_tokens, **common)
         info: dict[str, Any] = {"model": self.llm.model_id, "tokenizer": self.counter.name, "budget": budget}
         if setting.method in ("rag", "probe"):
             info["k"] = k
