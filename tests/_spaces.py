@@ -35,7 +35,9 @@ class SpaceApp:
 
 
 def build_data(root: Path) -> dict[str, Path]:
-    """The datasets the corpus and ReQAP Spaces read, built under ``root`` (about two seconds)."""
+    """The datasets the corpus, ReQAP and WildChat-AQA Spaces read, built under ``root`` (about two seconds)."""
+    from _aqa_fixture import build_fixture
+
     from convohub.cli import main
     from convohub.hub import HubTarget
     from convohub.perqa import PerQAConfig, build_perqa, generate_perqa
@@ -44,11 +46,15 @@ def build_data(root: Path) -> dict[str, Path]:
         raise RuntimeError("building wildchat-sample failed")
     perqa = generate_perqa(PerQAConfig(n_personas=3, start_date=date(2024, 6, 1), seed=1, max_instances=1))
     return {"wildchat-sample": (root / "corpus" / "datasets" / "convohub" / "wildchat-sample").resolve(),
-            "perqa": build_perqa(HubTarget(root / "reqap"), ROOT, data=perqa).resolve()}
+            "perqa": build_perqa(HubTarget(root / "reqap"), ROOT, data=perqa).resolve(),
+            "wildchat-aqa": build_fixture(root / "aqa").resolve()}
 
 
 def space_apps(data: dict[str, Path]) -> list[SpaceApp]:
-    """The three system Spaces and every metric Space, each with the call its first button makes."""
+    """The system Spaces and every metric Space, each with the call its first button makes."""
+    from _aqa_fixture import QUESTIONS
+
+    from convohub.training.models import resolve_model
     from convohub.wildfeedback.space import EXAMPLE
 
     tiny = "convohub-tiny:causal"
@@ -62,6 +68,11 @@ def space_apps(data: dict[str, Path]) -> list[SpaceApp]:
                  {"CONVOHUB_MODEL": tiny, "CONVOHUB_BASE_MODEL": tiny, "CONVOHUB_JUDGE_MODEL": "lexical",
                   "CONVOHUB_LLM_BASE_URL": "", "CONVOHUB_LLM_MODEL": ""},
                  "/compare", (EXAMPLE, 16)),
+        # the random tiny causal LM stands in for SmolLM2 as the local LLM (plumbing, not answer quality)
+        SpaceApp("wildchat_aqa", ROOT / "spaces" / "wildchat_aqa" / "app.py",
+                 {"CONVOHUB_DATASET": str(data["wildchat-aqa"]),
+                  "CONVOHUB_LLM_BASE_URL": f"local:{resolve_model(tiny)}", "CONVOHUB_LLM_MODEL": ""},
+                 "/rank", (QUESTIONS[0][0], "", "", "rag", "summary", None, 20)),
     ]
     apps += [SpaceApp(f"metric-{name}", ROOT / "evaluation" / name / "app.py", api_name="/score")
              for name in METRICS]

@@ -322,3 +322,40 @@ def test_score_answers_without_supports_has_no_recall() -> None:
     q = Question("h", "q", tuple("abcdefghij"), (1.0,) + (0.0,) * 9)
     out = score_answers([q], [Answer([0], retrieved=["x"])], retrieval=True)
     assert out["ndcg@1"] == 1.0 and not any(k.startswith("recall@") for k in out)
+
+
+# --- the Space ---------------------------------------------------------------------------------------------------
+
+def test_space_ranks_shows_the_request_and_the_evidence(dataset: Path, tmp_path: Path,
+                                                        monkeypatch: pytest.MonkeyPatch) -> None:
+    from convohub.aqa.space import TYPED, AQAExplorer, export_space
+    from convohub.cli import load_script
+    from convohub.hub import HubTarget, read_card
+
+    explorer = AQAExplorer(dataset, backend=Replies(_reply))
+    q = explorer.questions[0]
+    out = explorer.answer(q, "probe", k=5)
+    assert sorted(r[1] for r in out["rows"]) == sorted(q.options) and [r[0] for r in out["rows"]] == list(range(1, 11))
+    assert out["request"]["country"] == ["France"] and out["gold"] == dict(zip(q.options, q.weights, strict=True))
+    assert 0 < len(out["evidence"]) <= 5 and all(row[2] == "France" for row in out["evidence"])
+    assert "ndcg@10" in out["scores"] and "recall@5" in out["scores"]
+    typed = explorer.question(TYPED, "Which food do people like?", "pizza\npasta\nsoup")
+    plain = explorer.answer(typed, "bm25")
+    assert len(plain["rows"]) == 3 and not any(k.startswith("ndcg@") for k in plain["scores"])
+    with pytest.raises(ValueError, match="gold supporting"):
+        explorer.answer(typed, "oracle")
+    with pytest.raises(ValueError, match="2 to 10 options"):
+        explorer.question(TYPED, "Which?", "only one")
+
+    folder = export_space(HubTarget(tmp_path / "hub"), ROOT, dataset_id="convohub/wildchat-aqa")
+    meta, _ = read_card(folder / "README.md")
+    assert meta["sdk"] == "gradio" and meta["datasets"] == ["convohub/wildchat-aqa"]
+    assert (folder / "app.py").is_file() and (folder / "convohub" / "aqa" / "space.py").is_file()
+
+    monkeypatch.setenv("CONVOHUB_DATASET", str(dataset))
+    app = load_script(ROOT / "spaces" / "wildchat_aqa" / "app.py")
+    label = app._CHOICES[1]
+    assert app.options_for(label).splitlines() == list(q.options)
+    rows, chart, request, evidence, scores = app.rank(label, "", "", "cosine", "summary", None, 20)
+    assert len(rows) == len(chart) == 10 and list(chart.columns) == ["option", "gold weight"]
+    assert request == {} and evidence == [] and "ndcg@10" in scores

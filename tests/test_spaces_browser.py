@@ -11,12 +11,14 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import shutil
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
 import pytest
+from _aqa_fixture import USERS
 from _spaces import METRICS, build_data, serve, space_apps
 
 from convohub.charts import count_frame
@@ -141,6 +143,19 @@ def test_wildfeedback_space_labels_and_charts_the_judge(browser: Any, apps: dict
         assert visit.bars("verdict-chart", first_has_height=False) == 3  # aligned better (0 here), tie, base better
         visit.page.get_by_text("convohub-lexical-judge").first.wait_for()
         visit.finish(shots, "wildfeedback")
+
+
+def test_wildchat_aqa_space_ranks_and_charts_the_gold_weights(browser: Any, apps: dict[str, Any], shots: Path) -> None:
+    with serve(apps["wildchat_aqa"]) as (url, app):
+        visit = Visit(browser, url)
+        question = app._explorer().questions[0]
+        visit.click("Rank")  # the first question, PROBE over the summaries
+        assert visit.bars("gold-chart", first_has_height=False) == 10  # one bar per option
+        visit.page.get_by_text(question.options[0], exact=True).first.wait_for()  # the ranked table filled
+        visit.page.get_by_text("queries").first.wait_for()  # PROBE's request, as used
+        users = "|".join(USERS)
+        visit.page.get_by_text(re.compile(f"^({users})$")).first.wait_for()  # evidence rows: user per document
+        visit.finish(shots, "wildchat_aqa")
 
 
 @pytest.mark.parametrize("metric", METRICS)

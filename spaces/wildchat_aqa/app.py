@@ -36,12 +36,6 @@ def _llm() -> Any:
     return default_backend()
 
 
-def _answerer() -> str:
-    from convohub.aqa.tokens import local_model
-
-    return "likelihood" if local_model(_llm()) is not None else "paper"
-
-
 def options_for(choice: str) -> str:
     return _explorer().options_of(choice)
 
@@ -54,7 +48,7 @@ def rank(choice: str, typed: str, options_text: str, method: str, context: str, 
         question = explorer.question(choice, typed, options_text)
         if method in ("no-context", "rag", "probe", "oracle"):
             explorer.backend = _llm()
-        out = explorer.answer(question, method, context=context, answerer=answerer or _answerer(), k=int(k))
+        out = explorer.answer(question, method, context=context, answerer=answerer or None, k=int(k))
     except ValueError as err:
         raise gr.Error(str(err)) from err
     chart = score_frame(out["gold"]).rename(columns={"score": "option", "value": "gold weight"})

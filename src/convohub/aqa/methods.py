@@ -67,6 +67,11 @@ class Answer:
     scores: list[float] | None = None  # per-option scores (likelihood, bm25, cosine)
 
 
+def default_answerer(backend: Any) -> str:
+    """``likelihood`` for a local model (it reads no generated text), the paper's prompt for an endpoint."""
+    return "likelihood" if local_model(backend) is not None else "paper"
+
+
 def _order(question: Question, seed: int) -> np.ndarray:
     """A seeded random order of the options of one question, for ties (options carry no gold order)."""
     digest = hashlib.sha256(f"{seed}:{question.hash}".encode()).digest()

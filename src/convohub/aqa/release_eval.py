@@ -13,7 +13,7 @@ endpoint answers with the paper's prompt and writes requests with the paper's pr
 answerers fare on the same no-context questions (parse rates), since SmolLM2 does not follow them.
 
 Offline sizes (chosen for the release budget: this evaluation with the fine-tune at most ~2.5 minutes on
-two CPU cores): the first :data:`TINY_QUESTIONS` questions, summaries only, k 20, a 320-token prompt; the
+two CPU cores): the first :data:`TINY_QUESTIONS` questions, summaries only, k 20, a 256-token prompt; the
 paper profile evaluates every question on raw conversations and summaries with the paper's k and budgets.
 """
 
@@ -26,10 +26,11 @@ from pathlib import Path
 from typing import Any
 
 from convohub.aqa.evaluation import AQARunner, Setting
+from convohub.aqa.methods import default_answerer
 from convohub.aqa.tokens import local_model
 from convohub.metrics.ndcg import DEFAULT_NDCG_K
 
-TINY_QUESTIONS = 40
+TINY_QUESTIONS = 32
 #: Questions and new tokens of the offline check of the paper's answer prompt (it writes an explanation first).
 PAPER_PROMPT_CHECK = (8, 128)
 SECTION_START = "<!-- convohub:wildchat-aqa-results -->"
@@ -162,7 +163,7 @@ def evaluate_release(ctx: Any, dataset_dir: Path) -> dict[str, Any]:
     tiny = ctx.profile == "tiny"
     backend = ctx.chat_llm()
     local = local_model(backend) is not None
-    answerer = "likelihood" if local else "paper"
+    answerer = default_answerer(backend)
     probe_prompt = "small" if local else "paper"
     contexts = ("summary",) if tiny else ("raw", "summary")
     runner = AQARunner(dataset_dir, backend=backend, limit=TINY_QUESTIONS if tiny else None, seed=ctx.seed)

@@ -60,14 +60,20 @@ class AQAExplorer:
         q = self.by_label.get(choice)
         return "\n".join(q.options) if q else ""
 
-    def answer(self, question: Question, method: str, *, context: str = "summary", answerer: str = "likelihood",
+    def answer(self, question: Question, method: str, *, context: str = "summary", answerer: str | None = None,
                k: int = 20) -> dict[str, Any]:
         """Rank the options with ``method``; returns the ranking rows, the gold weights, PROBE's request, the
-        evidence rows and the scores (NDCG@k when the question has gold weights)."""
+        evidence rows and the scores (NDCG@k when the question has gold weights). ``answerer``: default
+        ``likelihood`` with a local model, the paper's prompt with an endpoint."""
+        from convohub.aqa.methods import default_answerer
+
+        answerer = answerer or (default_answerer(self.backend) if self.backend is not None else "likelihood")
         if method == "oracle" and not question.support:
             raise ValueError("the oracle needs the gold supporting conversations: pick a question of the dataset")
         runner = AQARunner(self.dataset_dir, backend=self.backend, questions=[question], indexes=self.indexes)
-        results, answers = runner.evaluate(Setting(method, context=context, answerer=answerer, k=k))
+        probe_prompt = "small" if answerer == "likelihood" else "paper"
+        results, answers = runner.evaluate(Setting(method, context=context, answerer=answerer, k=k,
+                                                   probe_prompt=probe_prompt))
         answer = answers[0]
         n = len(question.options)
         scores = answer.scores or [None] * n
