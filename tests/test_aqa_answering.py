@@ -359,3 +359,29 @@ def test_space_ranks_shows_the_request_and_the_evidence(dataset: Path, tmp_path:
     rows, chart, request, evidence, scores = app.rank(label, "", "", "cosine", "summary", None, 20)
     assert len(rows) == len(chart) == 10 and list(chart.columns) == ["option", "gold weight"]
     assert request == {} and evidence == [] and "ndcg@10" in scores
+
+
+@pytest.mark.slow
+def test_fine_tuning_script_trains_is_evaluated_before_and_after_and_carded(dataset: Path, tmp_path: Path) -> None:
+    """One step on 8 summaries with the random tiny causal LM (plumbing): launched as the release launches it,
+    the merged folder loads, evaluation compares base and trained on the same questions, the card renders."""
+    from transformers import AutoModelForCausalLM
+
+    from convohub.aqa.model_specs import SPEC, evaluate, read_record
+    from convohub.hub import HubTarget, read_card
+
+    out = SPEC.train(ROOT, "tiny", dataset, tmp_path / "model", 0,
+                     extra=["--model_name_or_path", "convohub-tiny:causal", "--max_train_samples", "8",
+                            "--max_length", "64", "--max_eval_questions", "3", "--max_steps", "1"])
+    assert AutoModelForCausalLM.from_pretrained(out) is not None and not (out / "adapter_config.json").exists()
+    record = read_record(out)
+    assert (record["context"], record["train_examples"], record["steps"], record["corpus_size"]) == ("summary", 8, 1, 48)
+    results = evaluate(out, dataset)
+    assert results["questions"] == 3 and results["answerers"] == ["likelihood"] and results["held_out"] == 32
+    before, after = results["before"], results["after"]
+    assert before["perplexity"] != after["perplexity"]  # the weights changed
+    assert results["beats_base"] == (after["likelihood"]["ndcg@10"] > before["likelihood"]["ndcg@10"])
+    folder = SPEC.publish(HubTarget(tmp_path / "hub"), ROOT, "tiny", out, results)
+    meta, body = read_card(folder / "README.md")
+    assert meta["datasets"] == ["convohub/wildchat-aqa"] and meta["model-index"][0]["results"]
+    assert "Measured outcome:" in body and f"{results['questions']} questions" in body

@@ -21,7 +21,7 @@ from typing import Any
 
 from convohub.hub import ModelCardInfo, markdown_table, read_json
 from convohub.model_spec import CardInput, CardValues, ModelSpec, block, profile_recipes
-from convohub.training.chat_sft import TRAINING_RECORD_FILE
+from convohub.training.chat_sft import TRAINING_RECORD_FILE, card_training_values
 
 DATASET_REPO = "wildchat-aqa"
 #: Held-out chats whose perplexity the evaluation measures (the first ones outside the training subset).
@@ -129,19 +129,13 @@ def card_values(card: CardInput) -> CardValues:
         results=tuple(metrics))
     perplexities = "perplexity" in results["before"] and "perplexity" in results["after"]
     values = {
-        "base_note": block(bool(base_model), "hub_base", "unnamed_base"), "base_model": base_model,
-        "model_name_or_path": args["model_name_or_path"], "context": args["context"],
-        "context_words": "summaries" if args["context"] == "summary" else "conversations",
+        **card_training_values(args, "corpus_size"),
+        "context": args["context"], "context_words": "summaries" if args["context"] == "summary" else "conversations",
         "questions": results["questions"], "ndcg_table": _rows(results),
         "verdict": block(bool(results["beats_base"]), "beats", "does_not_beat"),
         "ndcg10_before": results["before"][main]["ndcg@10"], "ndcg10_after": after["ndcg@10"],
         "perplexity": block(perplexities, "perplexity"), "held_out": results["held_out"],
         "perplexity_base": results["before"].get("perplexity"), "perplexity_trained": results["after"].get("perplexity"),
-        "method": block(bool(lora), "lora", "full"),
-        **({f"lora_{k}": lora[k] for k in ("r", "alpha", "dropout", "target_modules")} if lora else {}),
-        **{k: args[k] for k in ("steps", "train_examples", "corpus_size", "epochs", "batch_size", "learning_rate",
-                                "lr_scheduler_type", "train_loss", "train_seconds", "seconds_per_step", "seed")},
-        "train_max_length": args["max_length"],
         "limitations": block(card.tiny, "limitations_tiny", "limitations_paper"),
     }
     return info, values

@@ -92,3 +92,19 @@ def subsample(rows: Any, cap: int | None, training_args: Any) -> Any:
         return rows
     seed = training_args.data_seed if training_args.data_seed is not None else training_args.seed
     return rows.shuffle(seed=seed).select(range(cap))
+
+
+def card_training_values(record: Mapping[str, Any], *extra: str) -> dict[str, Any]:
+    """The card template values every chat-SFT model shares, from its run's record: the base model (block
+    ``hub_base`` or ``unnamed_base``), the method (block ``lora`` with its settings, or ``full``) and what
+    training did; ``extra`` names more record keys to pass through."""
+    from convohub.model_spec import block
+
+    lora = record.get("lora")
+    keys = ("steps", "train_examples", "epochs", "batch_size", "learning_rate", "lr_scheduler_type", "train_loss",
+            "train_seconds", "seconds_per_step", "seed", *extra)
+    return {"base_note": block(bool(record.get("base_model")), "hub_base", "unnamed_base"),
+            "base_model": record.get("base_model"), "model_name_or_path": record["model_name_or_path"],
+            "method": block(bool(lora), "lora", "full"),
+            **({f"lora_{k}": lora[k] for k in ("r", "alpha", "dropout", "target_modules")} if lora else {}),
+            **{k: record[k] for k in keys}, "train_max_length": record["max_length"]}
