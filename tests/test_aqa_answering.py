@@ -173,15 +173,19 @@ def test_likelihood_scores_equal_a_plain_forward_pass() -> None:
 
     backend = make_backend(f"local:{resolve_model('convohub-tiny:causal')}")
     scorer = LikelihoodScorer(backend)
-    prompt = scorer.prompt_ids("Which topics did users from France ask about?")
-    options = scorer.option_ids(["Cooking and Recipes", "Finance", "Travel"])
-    fast = scorer.score(prompt, options)
-    for option, score in zip(options, fast, strict=True):
-        ids = torch.tensor([prompt + option])
-        with torch.inference_mode():
-            logprobs = torch.log_softmax(backend.model(input_ids=ids).logits[0].float(), -1)
-        plain = sum(float(logprobs[len(prompt) + t - 1, tok]) for t, tok in enumerate(option)) / len(option)
-        assert score == pytest.approx(plain, abs=1e-4)
+    items = [(scorer.prompt_ids("Which topics did users from France ask about?"),
+              scorer.option_ids(["Cooking and Recipes", "Finance", "Travel"])),
+             (scorer.prompt_ids("Conversations: a long list of documents about many things.\nQuestion: Who?"),
+              scorer.option_ids(["lostclasp37", "toughcue8"]))]  # another length, fewer options: padded
+    batched = scorer.score(items)
+    for (prompt, options), scores in zip(items, batched, strict=True):
+        assert len(scores) == len(options)
+        for option, score in zip(options, scores, strict=True):
+            with torch.inference_mode():
+                logits = backend.model(input_ids=torch.tensor([prompt + option])).logits[0].float()
+            logprobs = torch.log_softmax(logits, -1)
+            plain = sum(float(logprobs[len(prompt) + t - 1, tok]) for t, tok in enumerate(option)) / len(option)
+            assert score == pytest.approx(plain, abs=1e-3)
 
 
 def test_likelihood_answerer_calibrates_with_context(dataset: Path) -> None:

@@ -26,10 +26,16 @@ DEFAULT_DATASET = Path("hub_release") / "datasets" / "convohub" / "wildchat-aqa"
 
 
 def _backend(args: argparse.Namespace) -> Any:
+    from convohub.aqa.release_eval import GENERATION_BATCH
+    from convohub.aqa.tokens import local_model
     from convohub.llm import default_backend, make_backend
 
     cache = {"cache_dir": args.llm_cache} if args.llm_cache else {}
-    return make_backend(args.llm, **cache) if args.llm else default_backend(**cache)
+    backend = make_backend(args.llm, **cache) if args.llm else default_backend(**cache)
+    local = local_model(backend)
+    if local is not None:  # a CPU's generation step costs about the same for 8 or 32 requests
+        local.batch_size = max(local.batch_size, GENERATION_BATCH)
+    return backend
 
 
 def run_evaluate(args: argparse.Namespace) -> int:
