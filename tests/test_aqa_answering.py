@@ -360,7 +360,7 @@ def test_space_ranks_shows_the_request_and_the_evidence(dataset: Path, tmp_path:
     app = load_script(ROOT / "spaces" / "wildchat_aqa" / "app.py")
     label = app._CHOICES[1]
     assert app.options_for(label).splitlines() == list(q.options)
-    rows, chart, request, evidence, scores = app.rank(label, "", "", "cosine", "summary", None, 20)
+    rows, chart, request, evidence, scores = app.rank(label, "", "", "cosine", "summary", None, 20, 256)
     assert len(rows) == len(chart) == 10 and list(chart.columns) == ["option", "gold weight"]
     assert request == {} and evidence == [] and "ndcg@10" in scores
 

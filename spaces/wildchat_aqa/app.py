@@ -31,24 +31,29 @@ def _explorer() -> AQAExplorer:
 
 @lru_cache(maxsize=1)
 def _llm() -> Any:
+    """The configured endpoint or SmolLM2; answers cached (CONVOHUB_LLM_CACHE_DIR, else a temporary folder), so a
+    question asked again (the examples) is answered at once."""
+    import tempfile
+
     from convohub.llm import default_backend
 
-    return default_backend()
+    return default_backend(cache_dir=os.environ.get("CONVOHUB_LLM_CACHE_DIR") or tempfile.mkdtemp(prefix="aqa-llm-"))
 
 
 def options_for(choice: str) -> str:
     return _explorer().options_of(choice)
 
 
-def rank(choice: str, typed: str, options_text: str, method: str, context: str, answerer: str,
-         k: float) -> tuple[list[list[Any]], Any, dict[str, Any], list[list[Any]], dict[str, Any]]:
+def rank(choice: str, typed: str, options_text: str, method: str, context: str, answerer: str, k: float,
+         budget: float = 256) -> tuple[list[list[Any]], Any, dict[str, Any], list[list[Any]], dict[str, Any]]:
     """Ranked options, gold-weight bars, PROBE's request, the evidence and the scores."""
     explorer = _explorer()
     try:
         question = explorer.question(choice, typed, options_text)
         if method in ("no-context", "rag", "probe", "oracle"):
             explorer.backend = _llm()
-        out = explorer.answer(question, method, context=context, answerer=answerer or None, k=int(k))
+        out = explorer.answer(question, method, context=context, answerer=answerer or None, k=int(k),
+                              budget=int(budget))
     except ValueError as err:
         raise gr.Error(str(err)) from err
     chart = score_frame(out["gold"]).rename(columns={"score": "option", "value": "gold weight"})
@@ -90,11 +95,13 @@ with gr.Blocks(title="WildChat-AQA explorer") as demo:
             answerer_in = gr.Dropdown(["likelihood", "small", "paper"], value=None,
                                       label="answerer (default: likelihood offline, paper with an endpoint)")
             k_in = gr.Slider(5, 100, value=20, step=5, label="k (retrieved conversations)")
+            budget_in = gr.Slider(128, 8192, value=256, step=64,
+                                  label="prompt budget (tokens of the answering model; 256 suits SmolLM2 on a CPU)")
     run = gr.Button("Rank", variant="primary")
     with gr.Row():
         ranked_out = gr.Dataframe(headers=RANK_HEADERS, label="ranked options", interactive=False)
         gold_out = gr.BarPlot(x="option", y="gold weight", y_lim=ZERO_BASED, label="gold weights (the answer key)",
-                              elem_id="gold-chart", x_label_angle=-30)
+                              elem_id="gold-chart", x_label_angle=-30, sort="-y")
     with gr.Row():
         request_out = gr.JSON(label="PROBE's filters and queries (as used, fallbacks named)")
         scores_out = gr.JSON(label="scores")
@@ -105,7 +112,7 @@ with gr.Blocks(title="WildChat-AQA explorer") as demo:
     if examples:
         gr.Examples([[e, m] for e, m in zip(examples, ["probe", "rag", "oracle", "cosine"], strict=False)],
                     [question_in, method_in])
-    run.click(rank, [question_in, typed_in, options_in, method_in, context_in, answerer_in, k_in],
+    run.click(rank, [question_in, typed_in, options_in, method_in, context_in, answerer_in, k_in, budget_in],
               [ranked_out, gold_out, request_out, evidence_out, scores_out], api_name="rank")
 
 # One request at a time (the indexes and the model are shared, and a CPU Space has few cores); up to 128

@@ -91,8 +91,9 @@ class AQARunner:
 
     def __init__(self, dataset_dir: str | Path, *, backend: Any = None, questions: Sequence[Question] | None = None,
                  config: str = "questions", limit: int | None = None, seed: int = 0, progress: bool = False,
-                 indexes: dict[str, RetrievalIndex] | None = None) -> None:
-        """``indexes``: a dict of retrieval indexes by context to share between runners (filled on use)."""
+                 indexes: dict[str, RetrievalIndex] | None = None, scorer: LikelihoodScorer | None = None) -> None:
+        """``indexes``: a dict of retrieval indexes by context to share between runners (filled on use);
+        ``scorer``: a likelihood scorer (and its cache of scores) to share."""
         self.dataset_dir = Path(dataset_dir)
         self.questions = list(questions) if questions is not None else load_questions(self.dataset_dir, config, limit)
         if not self.questions:
@@ -102,7 +103,7 @@ class AQARunner:
         self._probe: dict[tuple[str, str], list[str | None]] = {}
         self._contexts: dict[tuple[Any, ...], tuple[list[Context], ProbeStats | None]] = {}
         self._counter: TokenCounter | None = None
-        self._scorer: LikelihoodScorer | None = None
+        self._scorer: LikelihoodScorer | None = scorer
 
     # ------------------------------------------------------------------ shared pieces
     def index(self, context: str) -> RetrievalIndex:

@@ -36,6 +36,7 @@ class AQAExplorer:
         self.by_label = {_label(q): q for q in self.questions}
         self.backend = backend
         self.indexes: dict[str, RetrievalIndex] = {}
+        self._scorer: Any = None  # the likelihood scorer and its cache, for the local model
 
     def choices(self) -> list[str]:
         return [TYPED, *self.by_label]
@@ -61,18 +62,24 @@ class AQAExplorer:
         return "\n".join(q.options) if q else ""
 
     def answer(self, question: Question, method: str, *, context: str = "summary", answerer: str | None = None,
-               k: int = 20) -> dict[str, Any]:
+               k: int = 20, budget: int | None = None) -> dict[str, Any]:
         """Rank the options with ``method``; returns the ranking rows, the gold weights, PROBE's request, the
         evidence rows and the scores (NDCG@k when the question has gold weights). ``answerer``: default
-        ``likelihood`` with a local model, the paper's prompt with an endpoint."""
+        ``likelihood`` with a local model, the paper's prompt with an endpoint; ``budget``: prompt tokens (default:
+        the answering model's, :func:`convohub.aqa.tokens.budget_for`)."""
         from convohub.aqa.methods import default_answerer
 
         answerer = answerer or (default_answerer(self.backend) if self.backend is not None else "likelihood")
         if method == "oracle" and not question.support:
             raise ValueError("the oracle needs the gold supporting conversations: pick a question of the dataset")
-        runner = AQARunner(self.dataset_dir, backend=self.backend, questions=[question], indexes=self.indexes)
+        if answerer == "likelihood" and method in ("no-context", "rag", "probe", "oracle") and self._scorer is None:
+            from convohub.aqa.methods import LikelihoodScorer
+
+            self._scorer = LikelihoodScorer(self.backend)
+        runner = AQARunner(self.dataset_dir, backend=self.backend, questions=[question], indexes=self.indexes,
+                           scorer=self._scorer)
         probe_prompt = "small" if answerer == "likelihood" else "paper"
-        results, answers = runner.evaluate(Setting(method, context=context, answerer=answerer, k=k,
+        results, answers = runner.evaluate(Setting(method, context=context, answerer=answerer, k=k, budget=budget,
                                                    probe_prompt=probe_prompt))
         answer = answers[0]
         n = len(question.options)
