@@ -174,7 +174,7 @@ def _aqa_causal_lm(tmp: Path, profile: str) -> tuple[Path, dict[str, Any]]:
 
     before, after = (0.6123, 0.5987) if tiny else (0.6211, 0.6346)
     results = {"questions": 40, "context": record["context"], "answerers": answerers, "base_model": "smollm2",
-               "held_out": 32 if tiny else 0, "before": scores(before, 9.5 if tiny else None),
+               "held_out": 24 if tiny else 0, "before": scores(before, 9.5 if tiny else None),
                "after": scores(after, 4.25 if tiny else None), "beats_base": after > before}
     return _folder(tmp, {"train_results.json": record}), results
 

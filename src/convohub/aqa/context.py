@@ -16,7 +16,10 @@ then packs documents into its prompt until the token budget (:func:`convohub.aqa
   or has no usable query, is searched with the question itself; an unusable query string is replaced by the
   question; a date that is not MM-DD-YYYY takes the default. Countries and user names are matched to the
   index's values ignoring case; a value the index does not know matches nothing, as a term filter does, and a
-  filter that leaves no document is counted (``empty_results``), not relaxed.
+  filter that leaves no document is counted (``empty_results``), not relaxed. The small model's variant
+  (``probe_prompt="small"``) instead drops values the index does not know (counted in
+  ``unknown_filter_values`` either way): SmolLM2 writes the question's country into ``user_name`` as often as
+  not, and the authors' reading would then retrieve nothing for that question.
 * **Oracle** puts the question's gold supporting conversations (``support``) in the context: every chunk of
   each for raw conversations, in chunk order.
 """
@@ -37,7 +40,7 @@ from convohub.aqa.retrieval import MAX_QUERIES, Filters, RetrievalIndex
 #: PROBE's request generation: the paper's sampling for GPT-4.1-mini (temperature 0.5, top_p 0.5).
 PROBE_TEMPERATURE = 0.5
 PROBE_TOP_P = 0.5
-PROBE_MAX_NEW_TOKENS = {"paper": 512, "small": 96}
+PROBE_MAX_NEW_TOKENS = {"paper": 512, "small": 72}
 CONTEXT_METHODS = ("none", "rag", "probe", "oracle")
 
 
@@ -116,7 +119,7 @@ class ProbeStats:
     request_fallbacks: int = 0  # not a JSON object, or no usable query: the question was the only query
     query_fallbacks: int = 0  # unusable query strings replaced by the question
     date_fallbacks: int = 0  # start/end dates that were not MM-DD-YYYY: the authors' default dates
-    unknown_filter_values: int = 0  # countries / user names the index does not know (they match nothing)
+    unknown_filter_values: int = 0  # countries / user names the index does not know (match nothing, or dropped)
     empty_results: int = 0  # requests whose filters left no document
     queries: int = 0  # queries searched in all
     failed_calls: int = 0  # LLM calls that failed (counted in request_fallbacks too)
@@ -147,7 +150,8 @@ def _date(fields: Mapping[str, Any], name: str, stats: ProbeStats) -> str:
     return text
 
 
-def _terms(fields: Mapping[str, Any], name: str, vocab: Mapping[str, str], stats: ProbeStats) -> list[str]:
+def _terms(fields: Mapping[str, Any], name: str, vocab: Mapping[str, str], stats: ProbeStats,
+           drop_unknown: bool) -> list[str]:
     values = fields.get(name) or []
     if isinstance(values, str):
         values = [values]
@@ -160,13 +164,17 @@ def _terms(fields: Mapping[str, Any], name: str, vocab: Mapping[str, str], stats
         known = vocab.get(v.strip().lower())
         if known is None:
             stats.unknown_filter_values += 1
+            if drop_unknown:
+                continue
         out.append(known or v.strip())
     return out
 
 
-def read_request(text: str | None, question: str, index: RetrievalIndex, stats: ProbeStats) -> dict[str, Any]:
+def read_request(text: str | None, question: str, index: RetrievalIndex, stats: ProbeStats, *,
+                 drop_unknown: bool = False) -> dict[str, Any]:
     """A usable PROBE request from an LLM answer (module doc: every fallback is counted in ``stats``):
-    ``{"start_time", "end_time", "country", "user_name", "queries", "fallback"}``."""
+    ``{"start_time", "end_time", "country", "user_name", "queries", "fallback"}``. ``drop_unknown``: leave out
+    filter values the index does not know (the small model's variant) instead of matching nothing."""
     from convohub.llm import parse_json_answer
 
     stats.requests += 1
@@ -189,8 +197,9 @@ def read_request(text: str | None, question: str, index: RetrievalIndex, stats: 
             stats.query_fallbacks += 1
             queries.append(question)
     request = {"start_time": _date(fields, "start_time", stats), "end_time": _date(fields, "end_time", stats),
-               "country": _terms(fields, "country", countries, stats),
-               "user_name": _terms(fields, "user_name", users, stats), "queries": queries, "fallback": ""}
+               "country": _terms(fields, "country", countries, stats, drop_unknown),
+               "user_name": _terms(fields, "user_name", users, stats, drop_unknown), "queries": queries,
+               "fallback": ""}
     if not queries:
         stats.request_fallbacks += 1
         request["queries"] = [question]
@@ -211,15 +220,16 @@ def probe_requests(backend: Any, questions: Sequence[Question], *, style: str = 
 
 
 def probe_context(index: RetrievalIndex, questions: Sequence[Question], answers: Sequence[str | None], k: int, *,
-                  pooling: str = "max", stats: ProbeStats | None = None) -> list[Context]:
-    """PROBE's retrieval for each question from the LLM's ``answers`` (see :func:`probe_requests`)."""
+                  pooling: str = "max", stats: ProbeStats | None = None, drop_unknown: bool = False) -> list[Context]:
+    """PROBE's retrieval for each question from the LLM's ``answers`` (see :func:`probe_requests`);
+    ``drop_unknown`` as in :func:`read_request`."""
     stats = stats if stats is not None else ProbeStats()
     rows = _Rows(index)
     requests = []
     for q, text in zip(questions, answers, strict=True):
         if text is None:
             stats.failed_calls += 1
-        requests.append(read_request(text, q.question, index, stats))
+        requests.append(read_request(text, q.question, index, stats, drop_unknown=drop_unknown))
     texts = sorted({t for r in requests for t in r["queries"]})
     vectors = dict(zip(texts, _embed(texts), strict=True)) if texts else {}
     out = []

@@ -152,7 +152,7 @@ class AQARunner:
                 stats = ProbeStats()
                 built = probe_context(self.index(setting.context), self.questions,
                                       self.probe_answers(setting.probe_prompt), k, pooling=setting.pooling,
-                                      stats=stats)
+                                      stats=stats, drop_unknown=setting.probe_prompt == "small")
             self._contexts[key] = (built, stats)
         return self._contexts[key]
 
@@ -237,7 +237,8 @@ def format_results(results: dict[str, Any]) -> str:
         lines.append(f"  PROBE requests: {stats['json_valid']}/{stats['requests']} JSON-valid; fallbacks: "
                      f"{stats['request_fallbacks']} whole request -> question, {stats['query_fallbacks']} queries "
                      f"-> question, {stats['date_fallbacks']} dates -> default; {stats['unknown_filter_values']} "
-                     f"unknown filter values, {stats['empty_results']} empty results")
+                     f"filter values unknown to the corpus ({'dropped' if results.get('probe_prompt') == 'small' else 'matching nothing'}), "
+                     f"{stats['empty_results']} empty results")
     lines.append(f"  {results['seconds']} s ({results['cpu_seconds']} CPU s)")
     return "\n".join(lines)
 

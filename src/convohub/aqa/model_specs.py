@@ -25,7 +25,7 @@ from convohub.training.chat_sft import TRAINING_RECORD_FILE, card_training_value
 
 DATASET_REPO = "wildchat-aqa"
 #: Held-out chats whose perplexity the evaluation measures (the first ones outside the training subset).
-HELD_OUT = 32
+HELD_OUT = 24
 NDCG_KEYS = ("ndcg@1", "ndcg@3", "ndcg@5", "ndcg@10")
 
 

@@ -32,8 +32,10 @@ from convohub.aqa.tokens import local_model
 from convohub.metrics.ndcg import DEFAULT_NDCG_K
 
 TINY_QUESTIONS = 32
-#: Questions and new tokens of the offline check of the paper's answer prompt (it writes an explanation first).
-PAPER_PROMPT_CHECK = (8, 96)
+#: Questions of the offline check of the generating answerers, and the paper prompt's new tokens (it writes
+#: an explanation first).
+PROMPT_CHECK_QUESTIONS = 8
+PAPER_PROMPT_TOKENS = 96
 #: Requests a local model generates per batch here (its per-step cost on a CPU is mostly fixed overhead).
 GENERATION_BATCH = 32
 SECTION_START = "<!-- convohub:wildchat-aqa-results -->"
@@ -78,11 +80,11 @@ def run_all(runner: AQARunner, rows: Sequence[Setting], log: Any = print) -> lis
 
 def prompt_checks(runner: AQARunner, log: Any = print) -> list[dict[str, Any]]:
     """The offline model with the generating answerers on no-context questions: their parse rates."""
-    n, tokens = PAPER_PROMPT_CHECK
-    small, _ = runner.evaluate(Setting("no-context", answerer="small"))
-    head = AQARunner(runner.dataset_dir, backend=runner.backend, questions=runner.questions[:n], seed=runner.seed)
-    paper, _ = head.evaluate(Setting("no-context", answerer="paper", max_new_tokens=tokens))
-    paper["max_new_tokens"] = tokens
+    head = AQARunner(runner.dataset_dir, backend=runner.backend, questions=runner.questions[:PROMPT_CHECK_QUESTIONS],
+                     seed=runner.seed)
+    small, _ = head.evaluate(Setting("no-context", answerer="small"))
+    paper, _ = head.evaluate(Setting("no-context", answerer="paper", max_new_tokens=PAPER_PROMPT_TOKENS))
+    paper["max_new_tokens"] = PAPER_PROMPT_TOKENS
     out = [small, paper]
     for r in out:
         log(f"{r['label']}: parse rate {r['parse_rate']:.2%} on {r['questions']} questions")
@@ -148,7 +150,8 @@ def card_section(results: Mapping[str, Any]) -> str:
             lines.append(f"PROBE ({r['context']}): {s['json_valid']}/{s['requests']} requests were JSON; "
                          f"{s['request_fallbacks']} searched with the question alone, {s['query_fallbacks']} queries "
                          f"replaced by the question, {s['date_fallbacks']} dates replaced by the default, "
-                         f"{s['unknown_filter_values']} filter values unknown to the corpus, {s['empty_results']} "
+                         f"{s['unknown_filter_values']} filter values unknown to the corpus "
+                         f"({'dropped' if r['probe_prompt'] == 'small' else 'matching nothing'}), {s['empty_results']} "
                          "requests retrieved nothing.")
     lines += ["", "Reproduce a row with `convohub aqa evaluate --method METHOD --context CONTEXT`; score a submission "
               "with `convohub evaluate wildchat-aqa SUBMISSION.jsonl`."]
