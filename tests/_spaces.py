@@ -72,7 +72,7 @@ def space_apps(data: dict[str, Path]) -> list[SpaceApp]:
         SpaceApp("wildchat_aqa", ROOT / "spaces" / "wildchat_aqa" / "app.py",
                  {"CONVOHUB_DATASET": str(data["wildchat-aqa"]),
                   "CONVOHUB_LLM_BASE_URL": f"local:{resolve_model(tiny)}", "CONVOHUB_LLM_MODEL": ""},
-                 "/rank", (QUESTIONS[0][0], "", "", "rag", "summary", None, 20, 256)),
+                 "/rank", (QUESTIONS[0][0], "", "", "rag", "summary", None, 20, 192)),
     ]
     apps += [SpaceApp(f"metric-{name}", ROOT / "evaluation" / name / "app.py", api_name="/score")
              for name in METRICS]

@@ -211,9 +211,9 @@ def test_smollm2_small_prompt_parse_path(dataset: Path) -> None:
     """The real offline model answers the small prompt; whatever it writes is read or scored as all zero."""
     from convohub.llm import make_backend
 
-    runner = AQARunner(dataset, backend=make_backend("smollm2"), limit=2)
+    runner = AQARunner(dataset, backend=make_backend("smollm2"), limit=1)
     results, answers = runner.evaluate(Setting("no-context", answerer="small"))
-    assert results["questions"] == 2 and results["model"] == "HuggingFaceTB/SmolLM2-135M-Instruct"
+    assert results["questions"] == 1 and results["model"] == "HuggingFaceTB/SmolLM2-135M-Instruct"
     assert "parse_rate" in results and results["tokenizer"] == results["model"]
     for a in answers:
         assert a.text and (a.parsed == bool(a.ranking))
@@ -363,7 +363,7 @@ def test_space_ranks_shows_the_request_and_the_evidence(dataset: Path, tmp_path:
     app = load_script(ROOT / "spaces" / "wildchat_aqa" / "app.py")
     label = app._CHOICES[1]
     assert app.options_for(label).splitlines() == list(q.options)
-    rows, chart, request, evidence, scores = app.rank(label, "", "", "cosine", "summary", None, 20, 256)
+    rows, chart, request, evidence, scores = app.rank(label, "", "", "cosine", "summary", None, 20, 192)
     assert len(rows) == len(chart) == 10 and list(chart.columns) == ["option", "gold weight"]
     assert request == {} and evidence == [] and "ndcg@10" in scores
 

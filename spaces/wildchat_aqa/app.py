@@ -45,7 +45,7 @@ def options_for(choice: str) -> str:
 
 
 def rank(choice: str, typed: str, options_text: str, method: str, context: str, answerer: str, k: float,
-         budget: float = 256) -> tuple[list[list[Any]], Any, dict[str, Any], list[list[Any]], dict[str, Any]]:
+         budget: float = 192) -> tuple[list[list[Any]], Any, dict[str, Any], list[list[Any]], dict[str, Any]]:
     """Ranked options, gold-weight bars, PROBE's request, the evidence and the scores."""
     explorer = _explorer()
     try:
@@ -95,8 +95,8 @@ with gr.Blocks(title="WildChat-AQA explorer") as demo:
             answerer_in = gr.Dropdown(["likelihood", "small", "paper"], value=None,
                                       label="answerer (default: likelihood offline, paper with an endpoint)")
             k_in = gr.Slider(5, 100, value=20, step=5, label="k (retrieved conversations)")
-            budget_in = gr.Slider(128, 8192, value=256, step=64,
-                                  label="prompt budget (tokens of the answering model; 256 suits SmolLM2 on a CPU)")
+            budget_in = gr.Slider(128, 8192, value=192, step=64,
+                                  label="prompt budget (tokens of the answering model; 192 suits SmolLM2 on a CPU)")
     run = gr.Button("Rank", variant="primary")
     with gr.Row():
         ranked_out = gr.Dataframe(headers=RANK_HEADERS, label="ranked options", interactive=False)

@@ -12,7 +12,7 @@ a generating answerer, Recall@k of the retrieval when the questions carry gold s
 statistics (how many requests were valid JSON, every fallback taken). ``--predictions`` writes the rankings as
 a leaderboard submission for ``convohub evaluate wildchat-aqa``. The LLM is ``--llm``, else the endpoint of
 ``CONVOHUB_LLM_BASE_URL``, else the offline SmolLM2-135M-Instruct; with SmolLM2 the offline defaults apply
-(k 20, a 256-token prompt budget), otherwise the paper's (k 100, the paper's budget for the model).
+(k 20, a 192-token prompt budget), otherwise the paper's (k 100, the paper's budget for the model).
 """
 
 from __future__ import annotations
@@ -86,7 +86,7 @@ def add_cli(subparsers: Any) -> argparse.ArgumentParser:
     ev.add_argument("--k", type=int, default=None,
                     help="conversations retrieved by rag/probe (default: 20 offline, 100 with another model)")
     ev.add_argument("--budget", type=int, default=None,
-                    help="prompt budget in tokens (default: 256 offline, else the paper's budget for the model)")
+                    help="prompt budget in tokens (default: 192 offline, else the paper's budget for the model)")
     ev.add_argument("--answerer", choices=ANSWERERS, default="paper",
                     help="paper: the paper's JSON prompt; small: ask only for the ranking list; likelihood: score "
                          "each option by log-likelihood with a local model (default: %(default)s)")

@@ -133,11 +133,11 @@ conversations; "queries" (a list) are searched for with BM25 or embedding search
 
 _SMALL_PROBE = """Write a search request for the question as one JSON object.
 Keys: start_time and end_time (MM-DD-YYYY, or ""), user_name (list), country (list), queries (list of short \
-search phrases).
+search phrases taken from the question).
 
 Question: Which topics did users from Japan ask about in the week starting 2023-06-05?
 {{"start_time": "06-05-2023", "end_time": "06-11-2023", "user_name": [], "country": ["Japan"], \
-"queries": ["homework help", "cooking", "travel plans"]}}
+"queries": ["topics users from Japan ask about"]}}
 
 Question: {question}
 """

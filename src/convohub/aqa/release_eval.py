@@ -13,7 +13,7 @@ endpoint answers with the paper's prompt and writes requests with the paper's pr
 answerers fare on the same no-context questions (parse rates), since SmolLM2 does not follow them.
 
 Offline sizes (chosen for the release budget: this evaluation with the fine-tune at most ~2.5 minutes on
-two CPU cores): the first :data:`TINY_QUESTIONS` questions, summaries only, k 20, a 256-token prompt; the
+two CPU cores): the first :data:`TINY_QUESTIONS` questions, summaries only, k 20, a 192-token prompt; the
 paper profile evaluates every question on raw conversations and summaries with the paper's k and budgets.
 """
 
@@ -35,7 +35,7 @@ TINY_QUESTIONS = 32
 #: Questions of the offline check of the generating answerers, and the paper prompt's new tokens (it writes
 #: an explanation first).
 PROMPT_CHECK_QUESTIONS = 8
-PAPER_PROMPT_TOKENS = 96
+PAPER_PROMPT_TOKENS = 64
 #: Requests a local model generates per batch here (its per-step cost on a CPU is mostly fixed overhead).
 GENERATION_BATCH = 32
 SECTION_START = "<!-- convohub:wildchat-aqa-results -->"

@@ -27,7 +27,7 @@ PAPER_BUDGETS: dict[str, int] = {
 #: Default prompt budget for an answering model the table does not name (the smallest paper budget).
 DEFAULT_BUDGET = 98_000
 #: Prompt budget of the offline profile (SmolLM2-135M-Instruct on CPU).
-TINY_BUDGET = 256
+TINY_BUDGET = 192
 
 
 def budget_for(model_id: str, *, tiny: bool = False) -> int:
