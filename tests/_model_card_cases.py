@@ -201,7 +201,31 @@ def _promise_generator(tmp: Path, profile: str) -> tuple[Path, dict[str, Any]]:
 
 #: (spec name, profile, variant) -> builder(model folder, profile) -> evaluation results; the variants reach every
 #: optional paragraph of the templates (random or named base model, with or without LoRA, judge agreement ...)
+def _aqa_causal_lm(tmp: Path, profile: str) -> tuple[Path, dict[str, Any]]:
+    tiny = profile == "tiny"
+    record = {"model_name_or_path": "smollm2" if tiny else "convohub-tiny:causal",
+              "base_model": SMOLLM2_ID if tiny else None, "dataset_path": "x",
+              "context": "summary" if tiny else "raw", "corpus_size": 520, "max_train_samples": 48 if tiny else None,
+              "max_eval_questions": 40, "max_length": 128, "method": "lora" if tiny else "full",
+              "lora": {"r": 16, "alpha": 32, "dropout": 0.0, "target_modules": "all-linear"} if tiny else None,
+              "learning_rate": 0.001, "lr_scheduler_type": "linear", "batch_size": 8, "steps": 6, "epochs": 1.0,
+              "train_examples": 48, "train_loss": 3.1, "train_seconds": 20.0, "seconds_per_step": 3.3, "seed": 0}
+    answerers = ["likelihood"] if tiny else ["likelihood", "paper"]
+
+    def scores(ndcg10: float, perplexity: float | None) -> dict[str, Any]:
+        out: dict[str, Any] = {a: {"ndcg@1": 0.25, "ndcg@3": 0.35, "ndcg@5": 0.45, "ndcg@10": ndcg10,
+                                   **({"parse_rate": 0.9} if a == "paper" else {})} for a in answerers}
+        return out | ({"perplexity": perplexity} if perplexity else {})
+
+    before, after = (0.6123, 0.5987) if tiny else (0.6211, 0.6346)
+    results = {"questions": 40, "context": record["context"], "answerers": answerers, "base_model": "smollm2",
+               "held_out": 24 if tiny else 0, "before": scores(before, 9.5 if tiny else None),
+               "after": scores(after, 4.25 if tiny else None), "beats_base": after > before}
+    return _folder(tmp, {"train_results.json": record}), results
+
+
 CASES = {
+    ("aqa_causal_lm", "tiny", ""): _aqa_causal_lm, ("aqa_causal_lm", "paper", ""): _aqa_causal_lm,
     ("chat_lm", "tiny", ""): _chat_lm, ("chat_lm", "paper", ""): _chat_lm,
     ("reqap_extract", "tiny", ""): _extract, ("reqap_extract", "paper", ""): _extract,
     ("reqap_retrieve_patterns", "tiny", ""): lambda t, p: _retrieve(t, p, "patterns"),

@@ -35,8 +35,10 @@ class SpaceApp:
 
 
 def build_data(root: Path) -> dict[str, Path]:
-    """The datasets the corpus and ReQAP Spaces read, and untrained ProMISe classifiers, built under ``root``
-    (seconds)."""
+    """The datasets the corpus, ReQAP, CRyCHIc and WildChat-AQA Spaces read, and untrained ProMISe classifiers,
+    built under ``root`` (seconds)."""
+    from _aqa_fixture import build_fixture
+
     from convohub.cli import main
     from convohub.hub import HubTarget
     from convohub.perqa import PerQAConfig, build_perqa, generate_perqa
@@ -47,7 +49,8 @@ def build_data(root: Path) -> dict[str, Path]:
     return {"wildchat-sample": (root / "corpus" / "datasets" / "convohub" / "wildchat-sample").resolve(),
             "perqa": build_perqa(HubTarget(root / "reqap"), ROOT, data=perqa).resolve(),
             "crychic": build_crychic_data(root / "crychic"),
-            **promise_classifiers(root / "promise")}
+            **promise_classifiers(root / "promise"),
+            "wildchat-aqa": build_fixture(root / "aqa").resolve()}
 
 
 def build_crychic_data(root: Path) -> Path:
@@ -87,9 +90,12 @@ def promise_classifiers(root: Path) -> dict[str, Path]:
 
 def space_apps(data: dict[str, Path]) -> list[SpaceApp]:
     """The system Spaces and every metric Space, each with the call its first button makes."""
+    from _aqa_fixture import QUESTIONS
+
     from convohub.crychic.space import EXAMPLE as CRYCHIC_EXAMPLE
     from convohub.crychic.space import PASTED as CRYCHIC_PASTED
     from convohub.promise.space import EXAMPLE_INTENT, EXAMPLE_QUESTION
+    from convohub.training.models import resolve_model
     from convohub.wildfeedback.space import EXAMPLE
 
     tiny = "convohub-tiny:causal"
@@ -110,6 +116,11 @@ def space_apps(data: dict[str, Path]) -> list[SpaceApp]:
                  {"CONVOHUB_PROMISE_AGENT": "smollm2", "CONVOHUB_PROMISE_TASK1_MODEL": str(data["promise-task1"]),
                   "CONVOHUB_PROMISE_TASK2_MODEL": str(data["promise-task2"])},
                  "/start", (EXAMPLE_INTENT, EXAMPLE_QUESTION)),
+        # the random tiny causal LM stands in for SmolLM2 as the local LLM (plumbing, not answer quality)
+        SpaceApp("wildchat_aqa", ROOT / "spaces" / "wildchat_aqa" / "app.py",
+                 {"CONVOHUB_DATASET": str(data["wildchat-aqa"]),
+                  "CONVOHUB_LLM_BASE_URL": f"local:{resolve_model(tiny)}", "CONVOHUB_LLM_MODEL": ""},
+                 "/rank", (QUESTIONS[0][0], "", "", "rag", "summary", None, 20, 192)),
     ]
     apps.append(SpaceApp("crychic", ROOT / "spaces" / "crychic" / "app.py",
                          {"CONVOHUB_MODELS": str(data["crychic"]),

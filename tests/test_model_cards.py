@@ -24,6 +24,11 @@ ROOT = Path(__file__).resolve().parents[1]
 SPECS = load_model_specs()
 #: Said by the card of each case (the measured numbers, the base model, what training did ...).
 SAYS = {
+    ("aqa_causal_lm", "tiny", ""): ["**this model does not beat its base**", "NDCG@10 0.6123 before, 0.5987 after",
+                                    "is 9.5 for the base model and 4.25 for this model", "| this model | likelihood |"],
+    ("aqa_causal_lm", "paper", ""): ["beats its base with no context (NDCG@10 0.6211 -> 0.6346)",
+                                     "| this model | paper | 0.25", "| method | full fine-tuning |",
+                                     "`convohub-tiny:causal` (a randomly initialised"],
     ("chat_lm", "tiny", ""): ["| base (before fine-tuning) | 12.3456 |", "| this model | 9.8765 |",
                               "LoRA r 16, alpha 32", "| optimiser steps | 3 |", "@inproceedings{zhang2025aqa"],
     ("chat_lm", "paper", ""): ["`convohub-tiny:causal` (a randomly initialised", "| method | full fine-tuning |"],

@@ -164,6 +164,8 @@ def test_crychic_space_draws_the_reconstructed_tree_beside_the_gold_one(browser:
         assert edges == len(gold) - gold.count(-1)  # the gold forest: one edge per non-root turn
         visit.page.get_by_text(f"turn {len(gold) - 1}, user (the prompt):").wait_for()  # the last prompt's history
         visit.finish(shots, "crychic")
+
+
 def test_promise_space_plays_a_turn_and_charts_the_simulator(browser: Any, apps: dict[str, Any], shots: Path) -> None:
     with serve(apps["promise"]) as (url, _):
         visit = Visit(browser, url)
@@ -174,6 +176,21 @@ def test_promise_space_plays_a_turn_and_charts_the_simulator(browser: Any, apps:
         assert visit.text_of("you vs the simulator").startswith("You chose: none helps.")
         assert visit.bars("simulator-chart", first_has_height=False) == 6  # one bar per choice
         visit.finish(shots, "promise")
+
+
+def test_wildchat_aqa_space_ranks_and_charts_the_gold_weights(browser: Any, apps: dict[str, Any], shots: Path) -> None:
+    with serve(apps["wildchat_aqa"]) as (url, app):
+        question = app._explorer().questions[0]
+        rows, _, request, evidence, _ = app.rank(question.question, "", "", "probe", "summary", None, 20)  # warm
+        assert len(rows) == 10 and "queries" in request and evidence
+        visit = Visit(browser, url)
+        visit.click("Rank")  # the first question, PROBE over the summaries
+        visit.page.get_by_text(request["fallback"] or request["queries"][0]).first.wait_for()  # the request, as used
+        visit.page.get_by_text(evidence[0][4]).first.wait_for(state="attached")  # the evidence table filled
+        assert visit.bars("gold-chart", first_has_height=False) == 10  # one bar per option
+        body = visit.page.inner_text("body")
+        assert all(row[1] in body for row in rows) and evidence[0][1] in body
+        visit.finish(shots, "wildchat_aqa")
 
 
 @pytest.mark.parametrize("metric", METRICS)

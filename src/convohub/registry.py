@@ -46,6 +46,7 @@ MODEL_SPECS: tuple[str, ...] = (
     "convohub.promise.model_specs:TASK1_ENCODER",
     "convohub.promise.model_specs:TASK2_ENCODER",
     "convohub.promise.model_specs:GENERATOR",
+    "convohub.aqa.model_specs:SPEC",
 )
 
 

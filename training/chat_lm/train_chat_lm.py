@@ -28,8 +28,6 @@ command line and overrides the recipe.
 
 from __future__ import annotations
 
-import json
-import time
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -75,87 +73,24 @@ def load_conversations(args: ChatLMArguments, split: str) -> Any:
 def main(argv: Sequence[str] | None = None) -> dict[str, Any]:
     """Train, merge, save the model, ``training_args.json`` and ``train_results.json``, optionally push.
     Returns the training record (``train_results.json``)."""
-    import torch
-    from transformers import AutoModelForCausalLM, AutoTokenizer
-    from trl import SFTTrainer
-
     from convohub.corpus.chat_format import conversation_to_messages
-    from convohub.corpus.chat_lm import TRAINING_RECORD_FILE
-    from convohub.hub import atomic_write_text, dump_json
-    from convohub.training.models import hub_id, model_init_kwargs, resolve_model
-    from convohub.training.runs import save_arguments
+    from convohub.training.chat_sft import subsample, train_chats
 
     parser = make_parser()
     args, training_args, model_args = parser.parse_args_and_config(
         list(argv) if argv is not None else None, fail_with_unknown_args=True)
-    torch.manual_seed(training_args.seed)
 
     # 1. data
-    train = load_conversations(args, args.train_split)
-    if args.max_train_samples is not None and args.max_train_samples < len(train):
-        data_seed = training_args.data_seed if training_args.data_seed is not None else training_args.seed
-        train = train.shuffle(seed=data_seed).select(range(args.max_train_samples))
+    train = subsample(load_conversations(args, args.train_split), args.max_train_samples, training_args)
     if len(train) == 0:
         raise SystemExit(f"no training conversations in {args.dataset_path} ({args.dataset_config}/{args.train_split})")
     train = train.map(lambda r: {"messages": conversation_to_messages(r)}, remove_columns=train.column_names)
 
-    # 2. model
-    model_path = resolve_model(model_args.model_name_or_path)
-    tokenizer = AutoTokenizer.from_pretrained(model_path)
-    if tokenizer.pad_token is None:
-        tokenizer.pad_token = tokenizer.eos_token
-    model = AutoModelForCausalLM.from_pretrained(model_path, **model_init_kwargs(model_args))
-
-    # 3. train
-    peft_config = None
-    if model_args.use_peft:
-        from trl import get_peft_config
-
-        peft_config = get_peft_config(model_args)
-    trainer = SFTTrainer(model=model, args=training_args, train_dataset=train, processing_class=tokenizer,
-                         peft_config=peft_config)
-    started = time.perf_counter()
-    train_result = trainer.train(resume_from_checkpoint=training_args.resume_from_checkpoint)
-    seconds = time.perf_counter() - started
-
-    # 4. save merged weights (+ tokenizer, via the trainer) and the resolved arguments
-    if model_args.use_peft:
-        trainer.model = trainer.accelerator.unwrap_model(trainer.model).merge_and_unload()
-    out = Path(training_args.output_dir)
-    trainer.save_model(str(out))
-    record = {
-        "model_name_or_path": model_args.model_name_or_path,
-        "base_model": hub_id(model_args.model_name_or_path),
-        "dataset_path": args.dataset_path,
-        "dataset_config": args.dataset_config,
-        "train_split": args.train_split,
-        "eval_split": args.eval_split,
-        "max_eval_samples": args.max_eval_samples,
-        "max_length": training_args.max_length,
-        "method": "lora" if model_args.use_peft else "full",
-        "lora": ({"r": model_args.lora_r, "alpha": model_args.lora_alpha, "dropout": model_args.lora_dropout,
-                  "target_modules": model_args.lora_target_modules} if model_args.use_peft else None),
-        "learning_rate": training_args.learning_rate,
-        "lr_scheduler_type": str(training_args.lr_scheduler_type.value
-                                 if hasattr(training_args.lr_scheduler_type, "value")
-                                 else training_args.lr_scheduler_type),
-        "batch_size": training_args.per_device_train_batch_size * training_args.gradient_accumulation_steps
-        * training_args.world_size,
-        "steps": int(trainer.state.global_step),
-        "epochs": round(float(trainer.state.epoch or 0.0), 4),
-        "train_examples": len(train),
-        "train_loss": round(float(train_result.training_loss), 4),
-        "train_seconds": round(seconds, 1),
-        "seconds_per_step": round(seconds / max(trainer.state.global_step, 1), 2),
-        "seed": training_args.seed,
-    }
-    if trainer.is_world_process_zero():
-        save_arguments(out, script=args, training=training_args, model=model_args)
-        atomic_write_text(out / TRAINING_RECORD_FILE, dump_json(record))
-        print(json.dumps(record, indent=2, sort_keys=True))
-    if training_args.push_to_hub:
-        trainer.push_to_hub(dataset_name=args.dataset_path)
-    return record
+    # 2.-4. model, training, merged weights + the run's record (convohub.training.chat_sft)
+    record = {"dataset_path": args.dataset_path, "dataset_config": args.dataset_config,
+              "train_split": args.train_split, "eval_split": args.eval_split,
+              "max_eval_samples": args.max_eval_samples}
+    return train_chats(train, args, training_args, model_args, record=record, push_dataset=args.dataset_path)
 
 
 if __name__ == "__main__":

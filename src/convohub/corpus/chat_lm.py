@@ -20,10 +20,9 @@ from typing import Any
 
 from convohub.hub import ModelCardInfo, read_json
 from convohub.model_spec import CardInput, CardValues, ModelSpec, block, profile_recipes
+from convohub.training.chat_sft import TRAINING_RECORD_FILE, card_training_values
 
 DATASET_REPO = "wildchat-sample"
-#: Written by the training script next to the model; read by :func:`evaluate` and the card.
-TRAINING_RECORD_FILE = "train_results.json"
 
 
 def read_training_record(model_dir: Path) -> dict[str, Any]:
@@ -104,14 +103,8 @@ def card_values(card: CardInput) -> CardValues:
                             metric_name="Perplexity", metric_value=results["perplexity_trained"]),),
     )
     values = {
-        "base_note": block(bool(base_model), "hub_base", "unnamed_base"), "base_model": base_model,
-        "model_name_or_path": args["model_name_or_path"],
+        **card_training_values(args, "train_split"),
         **{k: results[k] for k in ("conversations", "split", "max_length", "perplexity_base", "perplexity_trained")},
-        "method": block(bool(lora), "lora", "full"),
-        **({f"lora_{k}": lora[k] for k in ("r", "alpha", "dropout", "target_modules")} if lora else {}),
-        **{k: args[k] for k in ("steps", "train_examples", "train_split", "epochs", "batch_size", "learning_rate",
-                                "lr_scheduler_type", "train_loss", "train_seconds", "seconds_per_step", "seed")},
-        "train_max_length": args["max_length"],
         "limitations": block(card.tiny, "limitations_tiny", "limitations_paper"),
     }
     return info, values

@@ -1,0 +1,294 @@
+"""WildChat-AQA answerers: each ranks the ten options of every question, with or without a context.
+
+Methods (the paper's section 4.2 and Table 3), by name:
+
+* ``random``: a uniformly random ranking (seeded per question);
+* ``bm25`` / ``cosine``: the options ranked by their BM25 score (bm25s, the ten options as the corpus) or by
+  the cosine of their all-MiniLM-L6-v2 embeddings to the question, no context;
+* ``no-context``, ``rag``, ``probe``, ``oracle``: an LLM ranks the options with no context, with RAG's, with
+  PROBE's, or with the gold supports as context (:mod:`convohub.aqa.context`).
+
+An LLM method is read by one of three answerers:
+
+* ``paper``: the paper's prompt and JSON answer, read with the authors' parser
+  (:func:`convohub.aqa.answers.parse_ranking`); an unreadable answer scores every option 0, as theirs;
+* ``small``: a short prompt asking only for the ranking list (one worked example), read as the first JSON
+  list in the answer (the authors' parser cannot read a bare list); unreadable scores every option 0 too;
+* ``likelihood``: no generation. The local model scores each option as its reply after the question (and the
+  context): the mean log-probability of the option's tokens. With a context, the score is *calibrated*: the
+  same option's mean log-probability without the context is subtracted, so an option ranks high when the
+  documents make it likelier, not when the model always likes it. Always parses; needs a local model.
+
+Measured on SmolLM2-135M-Instruct (the offline LLM) over 28 questions of a synthetic corpus: the paper's prompt
+gave no readable answer (0 of 8 within 96 new tokens: it writes prose or lists options as text), the list
+prompt a readable list for about a third of the questions, often the worked example's list copied; the
+likelihood answerer is the one whose ranking follows the context (no context < RAG < PROBE < oracle there).
+The release reports all three (the parse rates included).
+
+Every LLM answerer packs the context's documents into its prompt, in retrieval order, until the prompt
+budget in tokens of the answering model's tokenizer (:mod:`convohub.aqa.tokens`) and records the input
+tokens it used.
+"""
+
+from __future__ import annotations
+
+import hashlib
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+import numpy as np
+
+from convohub.aqa.answers import parse_ranking
+from convohub.aqa.context import Context
+from convohub.aqa.prompts import answer_prompt, likelihood_prompt
+from convohub.aqa.questions import N_OPTIONS, Question
+from convohub.aqa.tokens import TokenCounter, local_model, pack
+
+METHODS = ("random", "bm25", "cosine", "no-context", "rag", "probe", "oracle")
+TEXT_METHODS = ("random", "bm25", "cosine")
+LLM_METHODS = ("no-context", "rag", "probe", "oracle")
+ANSWERERS = ("paper", "small", "likelihood")
+#: Tokens an answer may use: the paper's JSON carries an explanation first; the list is ~30 tokens.
+MAX_NEW_TOKENS = {"paper": 512, "small": 40}
+#: Prompts the likelihood answerer scores per forward pass.
+SCORE_BATCH = 8
+
+
+@dataclass
+class Answer:
+    """One question's answer: the ranking that is scored and what it cost."""
+
+    ranking: list[int]
+    parsed: bool | None = None  # None: nothing to parse (text similarity, likelihood)
+    complete: bool | None = None  # a permutation of all ten options
+    input_tokens: int = 0
+    documents: int = 0  # documents that fit into the prompt
+    retrieved: list[str] = field(default_factory=list)  # conversation hashes, retrieval order
+    doc_ids: list[str] = field(default_factory=list)  # documents in the prompt
+    request: dict[str, Any] | None = None  # PROBE's request as used
+    text: str = ""  # the model's answer (generating answerers)
+    scores: list[float] | None = None  # per-option scores (likelihood, bm25, cosine)
+
+
+def default_answerer(backend: Any) -> str:
+    """``likelihood`` for a local model (it reads no generated text), the paper's prompt for an endpoint."""
+    return "likelihood" if local_model(backend) is not None else "paper"
+
+
+def _order(question: Question, seed: int) -> np.ndarray:
+    """A seeded random order of the options of one question, for ties (options carry no gold order)."""
+    digest = hashlib.sha256(f"{seed}:{question.hash}".encode()).digest()
+    return np.random.default_rng(int.from_bytes(digest[:8], "little")).permutation(len(question.options))
+
+
+def rank_scores(scores: Sequence[float], question: Question, seed: int = 0) -> list[int]:
+    """Option indices by descending score; ties in a seeded random order (never in option order)."""
+    tie = np.empty(len(scores), dtype=np.int64)
+    tie[_order(question, seed)] = np.arange(len(scores))
+    return [int(i) for i in np.lexsort((tie, -np.asarray(scores, dtype=np.float64)))]
+
+
+def is_complete(ranking: Sequence[int], n: int = N_OPTIONS) -> bool:
+    return sorted(ranking) == list(range(n))
+
+
+# ------------------------------------------------------------------------------------------ no context
+def random_rankings(questions: Sequence[Question], seed: int = 0) -> list[Answer]:
+    return [Answer([int(i) for i in _order(q, seed + 1)]) for q in questions]
+
+
+def bm25_rankings(questions: Sequence[Question], seed: int = 0) -> list[Answer]:
+    """Options ranked by BM25 against the question (the ten options are the corpus; English stopwords)."""
+    import bm25s
+
+    out = []
+    for q in questions:
+        retriever = bm25s.BM25()
+        retriever.index(bm25s.tokenize(list(q.options), stopwords="en", show_progress=False), show_progress=False)
+        tokens = bm25s.tokenize([q.question], stopwords="en", return_ids=False, show_progress=False)[0]
+        scores = np.asarray(retriever.get_scores(tokens)) if tokens else np.zeros(len(q.options))
+        out.append(Answer(rank_scores(scores, q, seed), scores=[float(s) for s in scores]))
+    return out
+
+
+def cosine_rankings(questions: Sequence[Question], seed: int = 0) -> list[Answer]:
+    """Options ranked by the cosine of their MiniLM embedding to the question's."""
+    from convohub.wildfeedback.split import embed
+
+    texts = list(dict.fromkeys([t for q in questions for t in (q.question, *q.options)]))
+    vectors = dict(zip(texts, embed(texts), strict=True))
+    out = []
+    for q in questions:
+        scores = np.stack([vectors[o] for o in q.options]) @ vectors[q.question]
+        out.append(Answer(rank_scores(scores, q, seed), scores=[float(s) for s in scores]))
+    return out
+
+
+def text_rankings(method: str, questions: Sequence[Question], seed: int = 0) -> list[Answer]:
+    makers = {"random": random_rankings, "bm25": bm25_rankings, "cosine": cosine_rankings}
+    if method not in makers:
+        raise ValueError(f"{method!r} is not a text-similarity method: use one of {', '.join(makers)}")
+    return makers[method](questions, seed)
+
+
+# ------------------------------------------------------------------------------------------ LLM answerers
+def _packed(context: Context, base_tokens: int, counter: TokenCounter, budget: int) -> int:
+    counts = counter.many(context.documents)
+    return pack(context.documents, [c + 2 for c in counts], base_tokens, budget)  # + the blank line
+
+
+def _answer(context: Context, n_docs: int, ranking: list[int], **fields: Any) -> Answer:
+    return Answer(ranking, documents=n_docs, retrieved=list(context.retrieved), doc_ids=context.doc_ids[:n_docs],
+                  request=context.request, **fields)
+
+
+def read_list(text: str) -> list[int]:
+    """The ``small`` answerer's reading: the first JSON list in the answer as option indices (at most ten),
+    or ``[]`` (every option 0) when there is none."""
+    from convohub.llm import parse_json_answer
+
+    parsed = parse_json_answer(text, list)
+    if not parsed.ok:
+        return []
+    try:
+        return [int(v) for v in parsed.value][:N_OPTIONS]
+    except (TypeError, ValueError):
+        return []
+
+
+def generate_rankings(backend: Any, questions: Sequence[Question], contexts: Sequence[Context], *, style: str,
+                      budget: int, counter: TokenCounter, summaries: bool = False, progress: bool = False,
+                      max_new_tokens: int | None = None) -> list[Answer]:
+    """Ask ``backend`` to rank each question's options with the ``paper`` or ``small`` prompt (one call per
+    question, all in one batch, greedy), documents packed to ``budget`` prompt tokens."""
+    from convohub.llm import ChatRequest, run_chat
+
+    if style not in ("paper", "small"):
+        raise ValueError(f"unknown generating answerer {style!r}: use 'paper' or 'small'")
+    prompts, packed = [], []
+    for q, c in zip(questions, contexts, strict=True):
+        base = counter(answer_prompt(q.question, q.options, style=style))
+        n = _packed(c, base, counter, budget)
+        prompts.append(answer_prompt(q.question, q.options, c.documents[:n], style=style, summaries=summaries))
+        packed.append(n)
+    tokens = max_new_tokens or MAX_NEW_TOKENS[style]
+    responses = run_chat(backend, [ChatRequest.from_prompt(p, max_new_tokens=tokens) for p in prompts],
+                         desc=f"answers ({style} prompt)", progress=progress)
+    out = []
+    for c, prompt, n, response in zip(contexts, prompts, packed, responses, strict=True):
+        text = response.text if response.ok else ""
+        ranking = parse_ranking(text) if style == "paper" else read_list(text)
+        out.append(_answer(c, n, ranking, parsed=bool(ranking), complete=is_complete(ranking),
+                           input_tokens=counter(prompt), text=text or (response.error or "")))
+    return out
+
+
+class LikelihoodScorer:
+    """Mean log-probability of each option as the model's reply to a prompt, on a local causal LM.
+
+    Prompts are scored :data:`SCORE_BATCH` at a time: one forward pass over the left-padded prompts (position
+    ids follow the padding, as in generation), then every option of every prompt in one pass on a copy of the
+    prompts' KV cache, so the cost is about one prefill per prompt plus the options' few tokens. Scores are
+    cached by (prompt, options): the calibration prior of a question recurs in every method."""
+
+    def __init__(self, backend: Any) -> None:
+        local = local_model(backend)
+        if local is None:
+            raise ValueError(f"the likelihood answerer scores options with a local model, and {backend!r} is an "
+                             "endpoint: use --llm smollm2 or --llm local:/folder, or the paper/small answerer")
+        self.model, self.tokenizer, self.model_id = local.model, local.tokenizer, local.model_id
+        self.device = getattr(local, "device", "cpu")
+        self._scores: dict[tuple[str, tuple[str, ...]], list[float]] = {}
+
+    def __call__(self, prompt: str, options: Sequence[str]) -> list[float]:
+        """The options' mean log-probabilities after ``prompt``."""
+        self.prefetch([(prompt, options)])
+        return self._scores[(prompt, tuple(options))]
+
+    def prefetch(self, pairs: Sequence[tuple[str, Sequence[str]]]) -> None:
+        """Score every (prompt, options) pair not scored yet, in batches of similar prompt lengths."""
+        todo = list(dict.fromkeys((p, tuple(o)) for p, o in pairs if (p, tuple(o)) not in self._scores))
+        encoded = [(key, self.prompt_ids(key[0]), self.option_ids(key[1])) for key in todo]
+        encoded.sort(key=lambda item: len(item[1]))
+        for start in range(0, len(encoded), SCORE_BATCH):
+            chunk = encoded[start:start + SCORE_BATCH]
+            for (key, _, _), scores in zip(chunk, self.score([(p, o) for _, p, o in chunk]), strict=True):
+                self._scores[key] = scores
+
+    def prompt_ids(self, prompt: str) -> list[int]:
+        text = self.tokenizer.apply_chat_template([{"role": "user", "content": prompt}], tokenize=False,
+                                                  add_generation_prompt=True)
+        return self.tokenizer(text, add_special_tokens=False)["input_ids"]
+
+    def option_ids(self, options: Sequence[str]) -> list[list[int]]:
+        ids = self.tokenizer(list(options), add_special_tokens=False)["input_ids"]
+        eos = self.tokenizer.eos_token_id
+        return [i or [eos] for i in ids]
+
+    def score(self, items: Sequence[tuple[list[int], list[list[int]]]]) -> list[list[float]]:
+        """Mean option log-probabilities for each (prompt ids, option ids) item, in one batch."""
+        import torch
+
+        pad = self.tokenizer.pad_token_id if self.tokenizer.pad_token_id is not None else 0
+        n, width = len(items), max(len(p) for p, _ in items)
+        per = max(len(o) for _, o in items)  # options per prompt (shorter lists padded with a dummy option)
+        span = max(len(x) for _, o in items for x in o)
+        prefix = torch.full((n, width), pad, dtype=torch.long)
+        prefix_mask = torch.zeros((n, width), dtype=torch.long)
+        ids = torch.full((n * per, span), pad, dtype=torch.long)
+        option_mask = torch.zeros((n * per, span), dtype=torch.long)
+        for b, (prompt, options) in enumerate(items):
+            prefix[b, width - len(prompt):] = torch.tensor(prompt)
+            prefix_mask[b, width - len(prompt):] = 1
+            for r, option in enumerate(options):
+                ids[b * per + r, : len(option)] = torch.tensor(option)
+                option_mask[b * per + r, : len(option)] = 1
+        lengths = prefix_mask.sum(1)
+        with torch.inference_mode():
+            out = self.model(input_ids=prefix.to(self.device), attention_mask=prefix_mask.to(self.device),
+                             position_ids=(prefix_mask.cumsum(1) - 1).clamp(min=0).to(self.device), use_cache=True,
+                             logits_to_keep=1)
+            first = torch.log_softmax(out.logits[:, -1].float(), dim=-1)
+            cache = out.cache
+            cache.batch_repeat_interleave(per)
+            mask = torch.cat([prefix_mask.repeat_interleave(per, 0), option_mask], dim=1)
+            positions = lengths.repeat_interleave(per)[:, None] + torch.arange(span)[None, :]
+            logits = self.model(input_ids=ids.to(self.device), cache=cache, attention_mask=mask.to(self.device),
+                                position_ids=positions.to(self.device)).logits[:, :-1].float()
+            following = ids[:, 1:].to(self.device)
+            picked = logits.gather(-1, following[..., None])[..., 0] - torch.logsumexp(logits, dim=-1)
+        out_scores = []
+        for b, (_, options) in enumerate(items):
+            row = []
+            for r, option in enumerate(options):
+                total = float(first[b, option[0]]) + float(picked[b * per + r, : len(option) - 1].sum())
+                row.append(total / len(option))
+            out_scores.append(row)
+        return out_scores
+
+
+def likelihood_rankings(backend: Any, questions: Sequence[Question], contexts: Sequence[Context], *, budget: int,
+                        counter: TokenCounter, seed: int = 0, calibrate: bool = True, progress: bool = False,
+                        scorer: LikelihoodScorer | None = None) -> list[Answer]:
+    """Rank options by their (calibrated, see module doc) mean log-probability under the local model.
+    Input tokens count the prompt, the ten options, and the calibration prompt when there is a context."""
+    scorer = scorer or LikelihoodScorer(backend)
+    plans = []
+    for q, c in zip(questions, contexts, strict=True):
+        base_prompt = likelihood_prompt(q.question)
+        n = _packed(c, counter(base_prompt), counter, budget)
+        plans.append((base_prompt, likelihood_prompt(q.question, c.documents[:n]), n))
+    pairs = [(prompt, q.options) for q, (_, prompt, _) in zip(questions, plans, strict=True)]
+    pairs += [(base, q.options) for q, (base, _, n) in zip(questions, plans, strict=True) if calibrate and n]
+    scorer.prefetch(pairs)
+    out = []
+    for q, c, (base_prompt, prompt, n) in zip(questions, contexts, plans, strict=True):
+        option_tokens = sum(counter.many(list(q.options)))
+        scores = scorer(prompt, q.options)
+        used = counter(prompt) + option_tokens
+        if calibrate and n:
+            scores = [s - p for s, p in zip(scores, scorer(base_prompt, q.options), strict=True)]
+            used += counter(base_prompt) + option_tokens
+        out.append(_answer(c, n, rank_scores(scores, q, seed), input_tokens=used, scores=scores))
+    return out
