@@ -205,9 +205,14 @@ def test_taxonomy_rounds_stop_early_and_keep_the_taxonomy_on_a_bad_answer() -> N
     assert result.rounds[-1]["stopped"] and result.names() == ["Cooking", "Travel", "Music"]
     summaries = [f"The user asks for a {food} recipe with cheese." for food in ("pasta", "lasagna", "pizza")] + \
         [f"The user plans a trip to {city} by train." for city in ("Paris", "Rome", "Lisbon")] * 2
+    refusing = Replies(lambda _: "sorry")
     fallback = taxonomy.generate_taxonomy(summaries, np.repeat(np.eye(2, 4, dtype=np.float32), [3, 6], axis=0),
-                                          Replies(lambda _: "sorry"), replace(settings, topic_rounds=2))
+                                          refusing,
+                                          replace(settings, topic_rounds=10, taxonomy_attempts=1))
     assert fallback.made_by.startswith("cluster-terms (scripted:scripted wrote no usable taxonomy)")
+    # unusable answers before any taxonomy stop after `patience` rounds, one call each, not after 10 rounds
+    assert [r["action"] for r in fallback.rounds] == ["failed", "failed", "cluster-terms"] and refusing.calls == 2
+    assert fallback.rounds[1]["stopped"] == "no usable taxonomy in 2 rounds"
     assert sorted(c.name for c in fallback.classes) == ["Cheese and Recipe", "Plans and Train"]
     with pytest.raises(ValueError, match="vague"):
         taxonomy.parse_taxonomy('{"classes": [{"name": "Other topics"}]}', 5, False)

@@ -89,6 +89,10 @@ class Settings:
     topic_clusters: int = 500
     topic_batch: int = 500
     topic_rounds: int = 10
+    #: LLM calls per taxonomy request at most (a topic round, a topic's subtopic taxonomy); the tiny profile
+    #: asks once: SmolLM2-135M wrote no usable taxonomy in 16 of 16 calls (3 topic rounds x 2 tries and 16
+    #: subtopic requests x 2 tries, none parsed, measured on the tiny build), so a second try only spent ~120 s
+    taxonomy_attempts: int = 3
     topic_patience: int = 3
     initial_classes: int = 30
     max_classes: int = 60
@@ -137,7 +141,7 @@ PAPER = Settings()
 TINY = replace(
     PAPER, profile="tiny", tokenizer="smollm2", content_words=48, max_attempts=2, intent_source="summary",
     keyword_format="pairs", keywords_grounded=True,
-    topic_clusters=8, topic_batch=16, topic_rounds=3, topic_patience=2, initial_classes=12, max_classes=16,
+    topic_clusters=8, topic_batch=16, topic_rounds=3, topic_patience=2, taxonomy_attempts=1, initial_classes=12, max_classes=16,
     subtopic_ks=(2, 3, 4), subtopic_top_ks=2, subtopic_batch=16, labeller="minilm", keyword_labeller="minilm",
     min_support=6, min_support_user=3, max_per_combination=2, qc_retrieve=30,
 )
@@ -161,6 +165,7 @@ _CARD_FIELDS = (
     ("keywords_grounded", "keywords must appear in the text"),
     ("max_attempts", "LLM calls per field at most"), ("topic_clusters", "k-means clusters (topics)"),
     ("topic_batch", "summaries per taxonomy round"), ("topic_rounds", "taxonomy rounds at most"),
+    ("taxonomy_attempts", "LLM calls per taxonomy request at most"),
     ("topic_patience", "early stop after rounds without a better score"), ("subtopic_ks", "subtopic K searched"),
     ("subtopic_top_ks", "K kept by silhouette"), ("labeller", "topic/subtopic labeller and verifier"),
     ("keyword_labeller", "keyword categoriser"), ("min_support", "min supporting conversations"),

@@ -9,7 +9,10 @@ keywords, taxonomies: there is no rule stand-in for them, and the log says so), 
 the questions with the template. ``CONVOHUB_WILDCHAT_AQA_SOURCE`` points a release run at the authors'
 datasets, as ``--source`` does for ``convohub datasets build wildchat-aqa``.
 
-The steps tuple is :data:`STEPS`; the answerers' evaluation step goes after the build step.
+Steps (:data:`STEPS`): build the dataset; train, evaluate and publish the fine-tuned causal LM (method (c),
+:mod:`convohub.aqa.model_specs`); rank every question with every method side by side and write the paper's
+Table 3 layout into the dataset card (:func:`convohub.aqa.release_eval.evaluate_release`, which takes the
+fine-tuned model's row from the step before); export the Space.
 """
 
 from __future__ import annotations
@@ -20,7 +23,11 @@ from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 
+from convohub.aqa.benchmark import BENCHMARK
+from convohub.aqa.cli import add_cli
 from convohub.aqa.dataset import DATASET_NAME, build_dataset
+from convohub.aqa.model_specs import SPEC
+from convohub.model_spec import release_steps
 from convohub.registry import DatasetBuilder, Step, System
 
 SOURCE_ENV = "CONVOHUB_WILDCHAT_AQA_SOURCE"
@@ -117,8 +124,30 @@ def _step_build(ctx: Any) -> dict[str, Any]:
     return {"wildchat_aqa_dir": build_wildchat_aqa(ctx)}
 
 
+def _dataset_dir(ctx: Any) -> Path:
+    return Path(ctx.artifacts["wildchat_aqa_dir"])
+
+
+def _step_methods(ctx: Any) -> dict[str, Any]:
+    from convohub.aqa.release_eval import evaluate_release
+
+    return evaluate_release(ctx, _dataset_dir(ctx))
+
+
+def _step_space(ctx: Any) -> dict[str, Any]:
+    from convohub.aqa.space import export_space
+
+    dataset_id = ctx.target.repo_id(DATASET_NAME)
+    model = ctx.artifacts.get(SPEC.artifact("card_dir"))
+    models = [ctx.target.repo_id(Path(model).name)] if model else []
+    return {"wildchat_aqa_space_dir": export_space(ctx.target, ctx.repo, dataset_id=dataset_id, models=models)}
+
+
 STEPS: tuple[Step, ...] = (
     Step("build", DATASET_NAME, _step_build),
+    *release_steps(SPEC, system="aqa", dataset=_dataset_dir),
+    Step("evaluate", "wildchat-aqa-methods", _step_methods),
+    Step("space", "wildchat-aqa-space", _step_space),
 )
 
 SYSTEM = System(
@@ -127,4 +156,7 @@ SYSTEM = System(
     steps=STEPS,
     datasets=(DatasetBuilder(DATASET_NAME, "Aggregative questions over chat logs (questions, conversations, "
                              "summaries)", build_wildchat_aqa),),
+    space="wildchat_aqa",
+    add_cli=add_cli,
+    benchmarks=(BENCHMARK,),
 )

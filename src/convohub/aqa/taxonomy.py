@@ -6,7 +6,8 @@ an initial taxonomy from the first batch, then each later round shows it the cur
 batch, asks for a 0-100 rating of the current taxonomy and an updated one. The rounds stop after N, when the
 clusters run dry, or when the rating has not improved for ``patience`` rounds. An answer that does not
 validate (no JSON classes, too many classes, repeated or vague names such as "Other") leaves the taxonomy as
-it was and counts as a round without improvement. When the LLM never wrote a usable taxonomy, the named
+it was and counts as a round without improvement (before the first usable taxonomy, ``patience`` unusable
+rounds in a row stop the generation too). When the LLM never wrote a usable taxonomy, the named
 stand-in :func:`cluster_terms` names the k-means clusters by their most distinctive words, and
 ``made_by`` (on the card and in every row's ``labeller``) says so.
 
@@ -231,16 +232,21 @@ def generate_taxonomy(summaries: Sequence[str], vectors: np.ndarray, backend: Ch
         if not taxonomy.classes:
             prompt = initial_prompt(shown, settings.initial_classes)
             result = _ask(backend, [prompt], lambda i, t: parse_taxonomy(t, settings.initial_classes, False),
-                          max_new_tokens, settings.max_attempts, "AQA topic taxonomy")[0]
+                          max_new_tokens, settings.taxonomy_attempts, "AQA topic taxonomy")[0]
             if result.value is None:
+                stale += 1
                 taxonomy.rounds.append({"round": n, "action": "failed", "errors": result.errors[-1:]})
+                if stale >= settings.topic_patience:
+                    taxonomy.rounds[-1]["stopped"] = f"no usable taxonomy in {stale} rounds"
+                    break
                 continue
+            stale = 0
             taxonomy.classes = result.value[0]
             taxonomy.rounds.append({"round": n, "action": "initial", "classes": len(taxonomy.classes)})
             continue
         prompt = update_prompt(shown, taxonomy.classes, settings.max_classes)
         result = _ask(backend, [prompt], lambda i, t: parse_taxonomy(t, settings.max_classes, True),
-                      max_new_tokens, settings.max_attempts, "AQA topic taxonomy update")[0]
+                      max_new_tokens, settings.taxonomy_attempts, "AQA topic taxonomy update")[0]
         if result.value is None:
             stale += 1
             taxonomy.rounds.append({"round": n, "action": "kept", "errors": result.errors[-1:]})
@@ -304,7 +310,7 @@ def generate_subtaxonomies(jobs: Sequence[tuple[str, Sequence[str], int]], backe
     (None when the answer never validated: the caller falls back to :func:`cluster_terms`)."""
     prompts = [initial_prompt(shown, k, parent=topic) for topic, shown, k in jobs]
     results = _ask(backend, prompts, lambda i, t: parse_taxonomy(t, jobs[i][2], False)[0], max_new_tokens,
-                   settings.max_attempts, "AQA subtopic taxonomies")
+                   settings.taxonomy_attempts, "AQA subtopic taxonomies")
     return [r.value for r in results]
 
 
