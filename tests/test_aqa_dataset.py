@@ -257,6 +257,8 @@ def test_topic_ids_without_the_taxonomy_and_empty_sources_are_refused(tmp_path: 
 def test_the_dataset_is_registered(capsys: pytest.CaptureFixture[str]) -> None:
     from convohub.registry import load_systems
 
-    assert [s.name for s in load_systems()["aqa"].steps] == [DATASET_NAME]
+    assert [(s.kind, s.name) for s in load_systems()["aqa"].steps] == [
+        ("build", DATASET_NAME), ("train", "aqa-causal-lm"), ("evaluate", "aqa-causal-lm-eval"),
+        ("card", "aqa-causal-lm-card"), ("evaluate", "wildchat-aqa-methods"), ("space", "wildchat-aqa-space")]
     assert main(["datasets", "list"]) == 0
     assert DATASET_NAME in capsys.readouterr().out

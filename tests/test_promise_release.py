@@ -10,6 +10,7 @@ visitor's choice; a re-run resumes every step without changing a published file.
 from __future__ import annotations
 
 import json
+import re
 import sys
 from pathlib import Path
 
@@ -119,7 +120,7 @@ def test_leaderboard_scores_and_names_malformed_lines(release_root: Path, tmp_pa
                             for i, label in zip(items["id"], items["label"], strict=True)))
     assert main(["evaluate", "promise-task2", str(good), "--dataset", str(folder)]) == 0
     out = capsys.readouterr().out
-    assert "micro_f1  1.0000" in out and "macro_f1" in out
+    assert re.search(r"micro_f1\s+1.0000", out) and "macro_f1" in out
     lines = good.read_text().splitlines()
     for bad, message in (("not json", ":2: not valid JSON"), (json.dumps({"id": items["id"][1], "prediction": 7}),
                                                             ":2: prediction for id .* label 7 is not one of 0-4"),
@@ -127,7 +128,6 @@ def test_leaderboard_scores_and_names_malformed_lines(release_root: Path, tmp_pa
         broken = tmp_path / "broken.jsonl"
         broken.write_text("\n".join([lines[0], bad, *lines[2:]]) + "\n")
         assert main(["evaluate", "promise-task2", str(broken), "--dataset", str(folder)]) == 2
-        import re
 
         assert re.search(message, capsys.readouterr().err)
 
@@ -152,10 +152,10 @@ def test_space_shows_the_simulator_beside_the_visitor(release_root: Path) -> Non
                                                  "CONVOHUB_PROMISE_TASK2_MODEL": str(models / "promise-task2-minilm-tiny")})
     with serve(app) as (url, module):
         client = Client(url, verbose=False)
-        table, history, _ = client.predict(module.EXAMPLE_INTENT, module.EXAMPLE_QUESTION, api_name="/start")
+        table, history, state = client.predict(module.EXAMPLE_INTENT, module.EXAMPLE_QUESTION, api_name="/start")
         rows = table["data"]
         assert [r[0] for r in rows] == ["SQ1", "SQ2", "SQ3", "SQ4"] and all(r[1].endswith("?") and r[3] for r in rows)
-        text, chart, _, history, _ = client.predict("none helps", api_name="/choose")
+        text, chart, _, history, _ = client.predict("none helps", state, api_name="/choose")
         assert text.startswith("You chose: none helps. The simulator predicted:")
         bars = chart["value"]["data"]
         assert len(bars) == 6 and sum(b[1] for b in bars) == pytest.approx(1.0, abs=1e-3)

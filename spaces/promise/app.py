@@ -11,6 +11,7 @@ script.
 
 from __future__ import annotations
 
+import json
 import os
 import tempfile
 from functools import lru_cache
@@ -61,13 +62,14 @@ def start(intent: str, question: str) -> tuple[list[list[str]], str, dict[str, A
         data = next_turn(new_state(intent, question), *_agent())
     except ValueError as exc:
         raise gr.Error(str(exc)) from exc
-    return table(data), history(data), data
+    return table(data), history(data), json.dumps(data)
 
 
-def pick(choice: str, data: dict[str, Any] | None) -> tuple[str, Any, list[list[str]], str, dict[str, Any]]:
+def pick(choice: str, data: str | None) -> tuple[str, Any, list[list[str]], str, dict[str, Any]]:
     """Your choice beside the simulator's prediction and probabilities, then the next turn (unless it ended)."""
     if not data:
         raise gr.Error("start a dialogue first")
+    data = json.loads(data)
     action = next((a for a, label in CHOICE_LABELS.items() if label == choice), choice)
     try:
         data, probabilities, predicted = choose(data, action, _simulator(), *_agent())
@@ -76,7 +78,7 @@ def pick(choice: str, data: dict[str, Any] | None) -> tuple[str, Any, list[list[
     verdict = "agrees with you" if predicted == action else "predicted something else"
     text = (f"You chose: {CHOICE_LABELS[action]}. The simulator predicted: {CHOICE_LABELS[predicted]} "
             f"(p = {probabilities[predicted]:.2f}); it {verdict}.")
-    return text, probability_frame(probabilities, action), table(data), history(data), data
+    return text, probability_frame(probabilities, action), table(data), history(data), json.dumps(data)
 
 
 with gr.Blocks(title="ProMISe explorer") as demo:
@@ -87,12 +89,15 @@ with gr.Blocks(title="ProMISe explorer") as demo:
                 "none helps, or say your intent is satisfied; the trained user simulator's prediction for the same "
                 "turn is shown beside your choice. "
                 "Offline models are tiny (SmolLM2-135M, MiniLM): a demonstration of the setting, not of quality.")
-    state = gr.State(None)
     with gr.Row():
         intent = gr.Textbox(label="your intent", value=EXAMPLE_INTENT, lines=2)
         question = gr.Textbox(label="your first question", value=EXAMPLE_QUESTION)
     suggestions = gr.Dataframe(headers=HEADERS, interactive=False, wrap=True, label="suggested questions")
     dialogue = gr.Markdown()
+    # The dialogue so far (a JSON-ready dict) is kept in the page, not in a server-side gr.State: API users
+    # hand it back to /choose (any dialogue can be continued), and a browser sees when a turn has fully arrived
+    # (it comes ~1.5 s after the suggestions table is drawn; a Choose clicked before that had no dialogue).
+    state = gr.Textbox(label="dialogue state (JSON; the API's /choose takes it back)", lines=2, max_lines=4)
     gr.Button("Start", variant="primary").click(start, [intent, question], [suggestions, dialogue, state],
                                                 api_name="start")
     choice = gr.Radio([CHOICE_LABELS[a] for a in CHOICES], value=CHOICE_LABELS["sq1"], label="your choice")

@@ -30,7 +30,7 @@ SETTINGS = LoopSettings(n_dialogues=1, context_tokens=160, answers="extractive")
 
 
 def new_state(intent: str, question: str) -> dict[str, Any]:
-    """A fresh dialogue (a JSON-ready dict, kept in the Gradio session) from the visitor's intent and question."""
+    """A fresh dialogue (a JSON-ready dict, kept in the page) from the visitor's intent and question."""
     intent, question = (intent or "").strip(), (question or "").strip()
     if not intent or not question:
         raise ValueError("state an intent and a first question")
