@@ -128,7 +128,6 @@ def test_leaderboard_scores_and_names_malformed_lines(release_root: Path, tmp_pa
         broken = tmp_path / "broken.jsonl"
         broken.write_text("\n".join([lines[0], bad, *lines[2:]]) + "\n")
         assert main(["evaluate", "promise-task2", str(broken), "--dataset", str(folder)]) == 2
-
         assert re.search(message, capsys.readouterr().err)
 
 
