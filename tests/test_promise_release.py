@@ -156,7 +156,7 @@ def test_space_shows_the_simulator_beside_the_visitor(release_root: Path) -> Non
         assert [r[0] for r in rows] == ["SQ1", "SQ2", "SQ3", "SQ4"] and all(r[1].endswith("?") and r[3] for r in rows)
         text, chart, _, history, _ = client.predict("none helps", state, api_name="/choose")
         assert text.startswith("You chose: none helps. The simulator predicted:")
-        bars = chart["value"]["data"]
+        bars = chart["data"]
         assert len(bars) == 6 and sum(b[1] for b in bars) == pytest.approx(1.0, abs=1e-3)
         assert "turn 1" in history
 
