@@ -105,18 +105,13 @@ def main(argv: list[str] | None = None) -> int:
 
     import torch
 
-    from convohub.crychic.components import load_components
-    from convohub.crychic.reconstruct import Crychic
+    from convohub.crychic.components import pipeline_factory
 
     torch.set_num_threads(args.threads)
     with tempfile.TemporaryDirectory() as tmp:
         exchanges = conversation(args.turns, Path(tmp) / "hub")
         folders, described = model_folders(args.hub if args.hub.is_dir() else None, Path(tmp))
-        ifqc, simplifier, judge = load_components(folders["ifqc"], folders["simplifier"], folders["judge"])
-
-        def crychic() -> Crychic:
-            return Crychic(ifqc=ifqc, simplifier=simplifier, judge=judge)
-
+        crychic = pipeline_factory(folders)
         insertions(crychic, exchanges[:3], 1)  # warm-up: first calls pay for lazy initialisation
         results = {"CRyCHIc": insertions(crychic, exchanges, args.repeats)}
         if not args.no_llm:

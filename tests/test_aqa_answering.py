@@ -202,6 +202,19 @@ def test_likelihood_answerer_calibrates_with_context(dataset: Path) -> None:
     assert all(sorted(a.ranking) == list(range(10)) and a.scores for a in plain + calibrated)
     assert rag["input_tokens"] > none["input_tokens"] and rag["tokenizer"] == backend.model_id
     assert all(a.input_tokens <= 2 * 300 + 2 * 60 for a in calibrated)  # prompt + calibration prompt + options
+    # calibration subtracts each option's no-context score: the raw scores with the same context, minus the
+    # no-context answer's scores, are the calibrated ones
+    from convohub.aqa.methods import likelihood_rankings
+
+    setting = Setting("rag", answerer="likelihood", budget=300)
+    contexts, _ = runner.contexts(setting, runner.defaults(setting)[0])
+    raw = likelihood_rankings(backend, runner.questions, contexts, budget=300, counter=runner.counter,
+                              calibrate=False)
+    with_docs = [i for i, a in enumerate(calibrated) if a.doc_ids]
+    assert with_docs
+    for i in with_docs:
+        expected = [r - p for r, p in zip(raw[i].scores, plain[i].scores, strict=True)]
+        assert calibrated[i].scores == pytest.approx(expected, abs=1e-4)
     with pytest.raises(ValueError, match="local model"):
         AQARunner(dataset, backend=Replies(_reply)).evaluate(Setting("no-context", answerer="likelihood"))
 
@@ -387,8 +400,11 @@ def test_fine_tuning_script_trains_is_evaluated_before_and_after_and_carded(data
     assert results["questions"] == 3 and results["answerers"] == ["likelihood"] and results["held_out"] == 24
     before, after = results["before"], results["after"]
     assert before["perplexity"] != after["perplexity"]  # the weights changed
-    assert results["beats_base"] == (after["likelihood"]["ndcg@10"] > before["likelihood"]["ndcg@10"])
+    assert (results["ndcg@10_before"], results["ndcg@10_after"]) == (before["likelihood"]["ndcg@10"],
+                                                                      after["likelihood"]["ndcg@10"])
     folder = SPEC.publish(HubTarget(tmp_path / "hub"), ROOT, "tiny", out, results)
     meta, body = read_card(folder / "README.md")
+    beats = after["likelihood"]["ndcg@10"] > before["likelihood"]["ndcg@10"]
+    assert ("this model does not beat its base" in body) is not beats  # the verdict follows the measured numbers
     assert meta["datasets"] == ["convohub/wildchat-aqa"] and meta["model-index"][0]["results"]
     assert "Measured outcome:" in body and f"{results['questions']} questions" in body

@@ -19,15 +19,7 @@ from typing import Any
 
 import pytest
 import torch
-from _crychic_tiny import (
-    KINDS,
-    encoder_config,
-    one_thread,
-    save_gte_like_encoder,
-    save_tiny,
-    tiny_model,
-    tokenizer,
-)
+from _crychic_tiny import KINDS, one_thread, save_gte_like_encoder, save_tiny, tiny_model, tokenizer
 from transformers import AutoConfig, AutoModel
 
 from convohub.crychic.components import (
@@ -252,33 +244,6 @@ def test_judge_bi_scores_cached_embeddings_like_text_and_cross_refuses() -> None
         cross.score_embeddings(cached, cached)
     with pytest.raises(ValueError, match="architecture"):
         CrychicFollowUpJudgeConfig(architecture="tri")
-
-
-def test_judge_mean_pooling_and_product_feature_change_what_the_head_reads() -> None:
-    """``pooling='mean'`` averages the real tokens only (padding does not move it); ``paper+product`` widens
-    the head's input by one embedding; unknown values are refused."""
-    common = {"encoder_config": encoder_config().to_dict(), "head_hidden_sizes": [8, 4], "turn_max_tokens": 24,
-              "max_length": 64}
-    torch.manual_seed(0)
-    model = CrychicFollowUpJudgeModel(CrychicFollowUpJudgeConfig(pooling="mean", pair_features="paper+product",
-                                                                 **common)).eval()
-    assert model.head.layers[0].in_features == 4 * 16
-    ids = torch.tensor([[101, 2023, 2003, 102, 0, 0]])
-    short = torch.tensor([[101, 2023, 2003, 102]])
-    with torch.no_grad():
-        padded = model.embed(ids, torch.tensor([[1, 1, 1, 1, 0, 0]]))
-        plain = model.embed(short, torch.ones_like(short))
-        hidden = model.encode(short, torch.ones_like(short))
-    assert torch.allclose(padded, plain, atol=1e-5)
-    assert torch.allclose(plain, hidden.mean(1), atol=1e-6)
-    assert not torch.allclose(plain, hidden[:, 0])
-    with torch.no_grad():
-        logits = model.score_embeddings(plain, plain * 2)
-    assert logits.shape == (1,)
-    with pytest.raises(ValueError, match="pooling"):
-        CrychicFollowUpJudgeConfig(pooling="max")
-    with pytest.raises(ValueError, match="pair_features"):
-        CrychicFollowUpJudgeConfig(pair_features="cosine")
 
 
 def test_ifqc_loss_reaches_encoder_and_head_and_a_few_steps_lower_it() -> None:

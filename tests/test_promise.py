@@ -15,6 +15,7 @@ from typing import Any
 import pytest
 
 from convohub.llm import ChatRequest
+from convohub.llm.runner import Parsed
 from convohub.promise.prompts import parse_action, parse_sqa
 from convohub.promise.records import outcome_of, task_items
 from convohub.promise.retrieval import BM25Retriever, Passage, Topic, default_collection
@@ -73,11 +74,11 @@ class ScriptedUser:
     def __init__(self, plans: dict[str, list[str]]) -> None:
         self.plans = {k: list(v) for k, v in plans.items()}
 
-    def act(self, views: Sequence[UserView]) -> list[str | None]:
+    def act(self, views: Sequence[UserView]) -> list[Parsed[str]]:
         out = []
         for view in views:
             topic = next(t for t in self.plans if t in view.intent)
-            out.append(self.plans[topic].pop(0))
+            out.append(Parsed(value=self.plans[topic].pop(0)))
         return out
 
 
@@ -205,6 +206,9 @@ def test_loop_rules_stop_concatenate_and_rebalance(answers: str) -> None:
     picks = [t["action"] for d in dialogues for t in d["turns"] if t["action"].startswith("sq")]
     assert sorted(picks.count(f"sq{k}") for k in range(1, 5)) == [2, 3, 3, 3]
     assert report["steps"]["sqa"]["pass_rate"] == 1.0 and report["dropped"] == {}
+    user = report["steps"]["user"]  # a scripted (rule-like) user makes no LLM call, and the report says so
+    assert user["calls"] == 0 and user["items"] == len(picks) + sum(
+        t["action"] in ("none", "done") for d in dialogues for t in d["turns"]) and user["first_try_rate"] == 1.0
     splits = split_dialogues(dialogues, 0)
     assert sorted(len(s) for s in splits.values()) == [1, 2]
 

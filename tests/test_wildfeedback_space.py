@@ -7,7 +7,8 @@ from pathlib import Path
 
 import pytest
 
-from convohub.wildfeedback.space import EXAMPLE, SPACE_NAME, export_space, parse_conversation, query_prompt
+from convohub.conversations.transcript import parse_transcript as parse_conversation
+from convohub.wildfeedback.space import EXAMPLE, SPACE_NAME, export_space, query_prompt
 
 ROOT = Path(__file__).resolve().parents[1]
 

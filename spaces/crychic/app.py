@@ -18,6 +18,8 @@ from typing import Any
 import gradio as gr
 
 from convohub.crychic import space
+from convohub.crychic.components import pipeline_factory
+from convohub.crychic.conversation_input import conversation_from_text
 from convohub.crychic.display import DECISION_HEADERS
 
 MODELS = os.environ.get("CONVOHUB_MODELS", "convohub")
@@ -27,7 +29,7 @@ DATASET = os.environ.get("CONVOHUB_DATASET", "convohub/wildchat-tree")
 
 @lru_cache(maxsize=1)
 def _pipeline() -> Any:
-    return space.load_pipeline(space.resolve_models(MODELS, PROFILE))
+    return pipeline_factory(space.resolve_models(MODELS, PROFILE))
 
 
 @lru_cache(maxsize=1)
@@ -55,7 +57,7 @@ def reconstruct(conversation_id: str, text: str) -> tuple[str, str, list[list[An
         if conversation_id and conversation_id != space.PASTED:
             conversation = _conversations()[conversation_id]
         else:
-            conversation = space.parse_input(text)
+            conversation = conversation_from_text(text)
         return space.reconstruct(_pipeline(), conversation)
     except (ValueError, KeyError, FileNotFoundError) as err:
         raise gr.Error(str(err)) from err

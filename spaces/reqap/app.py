@@ -17,6 +17,7 @@ from typing import Any
 
 import gradio as gr
 
+from convohub.hub import resolve_folder
 from convohub.reqap import space
 
 DATASET = os.environ.get("CONVOHUB_DATASET", "convohub/perqa")
@@ -31,7 +32,7 @@ except FileNotFoundError as err:  # no release reachable: the page says what to 
 
 @lru_cache(maxsize=1)
 def _dataset() -> Any:
-    return space.resolve_folder(DATASET, "dataset")
+    return resolve_folder(DATASET, "dataset")
 
 
 @lru_cache(maxsize=1)

@@ -24,7 +24,7 @@ METHODS = ["probe", "rag", "no-context", "oracle", "cosine", "bm25", "random"]
 
 @lru_cache(maxsize=1)
 def _explorer() -> AQAExplorer:
-    from convohub.reqap.space import resolve_folder
+    from convohub.hub import resolve_folder
 
     return AQAExplorer(resolve_folder(DATASET, "dataset"))
 
@@ -45,15 +45,16 @@ def options_for(choice: str) -> str:
 
 
 def rank(choice: str, typed: str, options_text: str, method: str, context: str, answerer: str, k: float,
-         budget: float = 192) -> tuple[list[list[Any]], Any, dict[str, Any], list[list[Any]], dict[str, Any]]:
-    """Ranked options, gold-weight bars, PROBE's request, the evidence and the scores."""
+         budget: float = 0) -> tuple[list[list[Any]], Any, dict[str, Any], list[list[Any]], dict[str, Any]]:
+    """Ranked options, gold-weight bars, PROBE's request, the evidence and the scores (``budget`` 0: the
+    answering model's own prompt budget)."""
     explorer = _explorer()
     try:
         question = explorer.question(choice, typed, options_text)
         if method in ("no-context", "rag", "probe", "oracle"):
             explorer.backend = _llm()
         out = explorer.answer(question, method, context=context, answerer=answerer or None, k=int(k),
-                              budget=int(budget))
+                              budget=int(budget) or None)
     except ValueError as err:
         raise gr.Error(str(err)) from err
     chart = score_frame(out["gold"]).rename(columns={"score": "option", "value": "gold weight"})
@@ -95,8 +96,9 @@ with gr.Blocks(title="WildChat-AQA explorer") as demo:
             answerer_in = gr.Dropdown(["likelihood", "small", "paper"], value=None,
                                       label="answerer (default: likelihood offline, paper with an endpoint)")
             k_in = gr.Slider(5, 100, value=20, step=5, label="k (retrieved conversations)")
-            budget_in = gr.Slider(128, 8192, value=192, step=64,
-                                  label="prompt budget (tokens of the answering model; 192 suits SmolLM2 on a CPU)")
+            budget_in = gr.Slider(0, 8192, value=0, step=64,
+                                  label="prompt budget (tokens of the answering model; 0: its default, 192 for "
+                                        "SmolLM2 on a CPU, the paper's for an endpoint)")
     run = gr.Button("Rank", variant="primary")
     with gr.Row():
         ranked_out = gr.Dataframe(headers=RANK_HEADERS, label="ranked options", interactive=False)

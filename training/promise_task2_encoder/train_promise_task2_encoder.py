@@ -6,7 +6,7 @@ model trains on the validation split (4-fold cross-validation grouped by dialogu
 predictions give the cross-validated scores) and is measured on test before (fresh head) and after training;
 the figures go to `<output_dir>/eval_results.json` (`convohub.promise.training.run_encoder`).
 
-Offline (CPU, the bundled all-MiniLM-L6-v2; README.md gives the measured times):
+Offline (CPU, the bundled all-MiniLM-L6-v2; the model card records the measured run):
 
     convohub train training/promise_task2_encoder/tiny.yaml --dataset_path hub_release/datasets/convohub/promise
 

@@ -168,10 +168,10 @@ def _pairs(text: str) -> list[dict[str, str]]:
     return items
 
 
-def parse_keywords(text: str, shown: str, stats: Counter[str], settings: Settings | None = None) -> list[dict[str, str]]:
+def parse_keywords(text: str, shown: str, stats: Counter[str], settings: Settings) -> list[dict[str, str]]:
     """Typed keywords out of a model answer (see the module doc for what is kept); ValueError when the answer
     holds no JSON list (or, in the ``pairs`` format, no ``type=value`` items)."""
-    pairs = settings is not None and settings.keyword_format == "pairs"
+    pairs = settings.keyword_format == "pairs"
     if pairs:
         raw: list[Any] = _pairs(text)
     else:
@@ -179,7 +179,7 @@ def parse_keywords(text: str, shown: str, stats: Counter[str], settings: Setting
         if not parsed.ok:
             raise ValueError(f"keywords: {parsed.error}")
         raw = parsed.value
-    grounded = settings is not None and settings.keywords_grounded
+    grounded = settings.keywords_grounded
     keep: list[dict[str, str]] = []
     seen: set[tuple[str, str]] = set()
     mentioned = shown.lower()

@@ -14,9 +14,8 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any
 
+from convohub.aqa.questions import DATASET_NAME
 from convohub.scoring import Benchmark, SubmissionError
-
-DATASET_NAME = "wildchat-aqa"
 
 
 def _reference(row: Mapping[str, Any]) -> tuple[str, list[float]]:

@@ -14,8 +14,9 @@ from collections.abc import Mapping
 from datetime import datetime
 from typing import Any
 
+from convohub.aqa.questions import CONTEXTS
+
 SYSTEM_TEMPLATE = "Time: {time}, user {user} is from {country}."
-CONTEXTS = ("raw", "summary")
 
 
 def _time(value: Any) -> str:

@@ -26,29 +26,24 @@ DEFAULT_DATASET = Path("hub_release") / "datasets" / "convohub" / "wildchat-aqa"
 
 
 def _backend(args: argparse.Namespace) -> Any:
-    from convohub.aqa.release_eval import GENERATION_BATCH
-    from convohub.aqa.tokens import local_model
     from convohub.llm import default_backend, make_backend
 
     cache = {"cache_dir": args.llm_cache} if args.llm_cache else {}
-    backend = make_backend(args.llm, **cache) if args.llm else default_backend(**cache)
-    local = local_model(backend)
-    if local is not None:  # a CPU's generation step costs about the same for 8 or 32 requests
-        local.batch_size = max(local.batch_size, GENERATION_BATCH)
-    return backend
+    return make_backend(args.llm, **cache) if args.llm else default_backend(**cache)
 
 
 def run_evaluate(args: argparse.Namespace) -> int:
     from convohub.aqa.evaluation import AQARunner, Setting, format_results, submission_lines
-    from convohub.aqa.methods import LLM_METHODS
+    from convohub.aqa.methods import LLM_METHODS, default_answerer
     from convohub.hub import atomic_write_text, dump_json
 
     if not args.dataset.is_dir():
         raise SystemExit(f"convohub aqa: dataset folder {args.dataset} not found; build it with `convohub datasets "
                          "build wildchat-aqa` or pass --dataset DIR")
-    setting = Setting(args.method, context=args.context, answerer=args.answerer, k=args.k, budget=args.budget,
-                      pooling=args.pooling, probe_prompt=args.probe_prompt)
     backend = _backend(args) if args.method in LLM_METHODS else None
+    answerer = args.answerer or (default_answerer(backend) if backend is not None else "paper")
+    setting = Setting(args.method, context=args.context, answerer=answerer, k=args.k, budget=args.budget,
+                      pooling=args.pooling, probe_prompt=args.probe_prompt)
     runner = AQARunner(args.dataset, backend=backend, config=args.questions, limit=args.limit, seed=args.seed,
                        progress=True)
     results, answers = runner.evaluate(setting)
@@ -87,9 +82,10 @@ def add_cli(subparsers: Any) -> argparse.ArgumentParser:
                     help="conversations retrieved by rag/probe (default: 20 offline, 100 with another model)")
     ev.add_argument("--budget", type=int, default=None,
                     help="prompt budget in tokens (default: 192 offline, else the paper's budget for the model)")
-    ev.add_argument("--answerer", choices=ANSWERERS, default="paper",
+    ev.add_argument("--answerer", choices=ANSWERERS, default=None,
                     help="paper: the paper's JSON prompt; small: ask only for the ranking list; likelihood: score "
-                         "each option by log-likelihood with a local model (default: %(default)s)")
+                         "each option by log-likelihood with a local model (default: likelihood for a local model, "
+                         "which does not follow the JSON prompts, paper for an endpoint)")
     ev.add_argument("--pooling", choices=("max", "sum"), default="max",
                     help="PROBE's merge of per-query scores: max (paper) or sum (authors' code)")
     ev.add_argument("--probe-prompt", choices=PROBE_STYLES, default="paper",

@@ -41,7 +41,6 @@ from convohub.aqa.retrieval import MAX_QUERIES, Filters, RetrievalIndex
 PROBE_TEMPERATURE = 0.5
 PROBE_TOP_P = 0.5
 PROBE_MAX_NEW_TOKENS = {"paper": 512, "small": 72}
-CONTEXT_METHODS = ("none", "rag", "probe", "oracle")
 
 
 @dataclass

@@ -23,11 +23,13 @@ from __future__ import annotations
 import contextlib
 import gzip
 import json
+import shutil
 from collections import Counter
 from collections.abc import Iterable, Iterator, Mapping
 from pathlib import Path
 from typing import Any
 
+from convohub.aqa.chunking import render_conversation
 from convohub.aqa.settings import Settings
 from convohub.stages import digest
 
@@ -73,11 +75,6 @@ def _records(rows: Iterable[Mapping[str, Any]], seed: int, pii: Counter[str], co
             "language": clean.language or "",
             "conversation": turns,
         }
-
-
-def render(turns: Iterable[Mapping[str, str]]) -> str:
-    """A conversation as the text datatrove shingles and counts: one ``role: content`` line per turn."""
-    return "\n".join(f"{t['role']}: {t['content']}" for t in turns)
 
 
 class TokenLimit:
@@ -152,7 +149,7 @@ def _write_input(records: Iterable[dict], folder: Path, shards: int) -> int:
     n = 0
     try:
         for n, record in enumerate(records, start=1):
-            doc = {"id": record["hash"], "text": render(record["conversation"]), "metadata": record}
+            doc = {"id": record["hash"], "text": render_conversation(record["conversation"]), "metadata": record}
             handles[(n - 1) % shards].write(json.dumps(doc, ensure_ascii=False) + "\n")
     finally:
         for handle in handles:
@@ -236,8 +233,6 @@ def build_corpus(rows: Iterable[Mapping[str, Any]], settings: Settings, work: Pa
     stamp = work / "settings.json"
     fingerprint = json.dumps({k: v for k, v in settings.fingerprint().items() if k in CORPUS_FIELDS}, sort_keys=True)
     if not stamp.is_file() or stamp.read_text(encoding="utf-8") != fingerprint:
-        import shutil
-
         for child in work.iterdir():
             shutil.rmtree(child) if child.is_dir() else child.unlink()
     counts: Counter[str] = Counter()
@@ -245,8 +240,6 @@ def build_corpus(rows: Iterable[Mapping[str, Any]], settings: Settings, work: Pa
     if not (work / "input").is_dir():
         tmp = work / "input.tmp"
         if tmp.exists():
-            import shutil
-
             shutil.rmtree(tmp)
         records = sorted(_records(rows, settings.seed, pii, counts), key=lambda r: (r["timestamp"], r["hash"]))
         seen: set[str] = set()

@@ -15,6 +15,7 @@ from pathlib import Path
 from string import Template
 from typing import TYPE_CHECKING, Any
 
+from convohub.aqa.questions import DATASET_NAME
 from convohub.conversations.pii import NOT_SCRUBBED, SCRUB_SCOPE
 from convohub.corpus.dataset import WILDCHAT_CITATION
 from convohub.hub import DatasetCardInfo, HubTarget, markdown_table, write_dataset
@@ -24,7 +25,6 @@ if TYPE_CHECKING:  # pragma: no cover
 
     from convohub.aqa.pipeline import Build
 
-DATASET_NAME = "wildchat-aqa"
 QUESTIONS, SUBSET, CONVERSATIONS, SUMMARIES = "questions", "questions_subset", "conversations", "summaries"
 AQA_CITATION = """@inproceedings{zhang2025aqa,
   title     = {From Chat Logs to Collective Insights: Aggregative Question Answering},
@@ -40,8 +40,6 @@ CONVERSATION_FIELDS = ("conversation_id", "hash", "user_name", "timestamp", "tim
                        "keywords", "keywords_aggregated", "label_level_1", "label_level_2", "labeller")
 QUESTION_FIELDS = ("hash", "question", "style", "condition_type", "condition_value", "target_type", "keywords_type",
                    "options", "option_weights", "support", "phrased_by", "combination", "qc_scorers", "qc_scores")
-TARGET_NAMES = {"label_level_1": "topic", "label_level_2": "subtopic", "keywords_aggregated": "keywords",
-                "user_name": "user", "time_week": "time", "country": "loc", "language": "lang"}
 
 
 def conversation_features(with_text: bool = True) -> datasets.Features:
@@ -78,8 +76,9 @@ def question_features() -> datasets.Features:
 
 def combination_label(condition_type: Sequence[str], target_type: str) -> str:
     """Table 8's label of a question (``user,topic -> keywords``)."""
-    left = ",".join(TARGET_NAMES.get(c, c) for c in condition_type) or "none"
-    return f"{left} -> {TARGET_NAMES.get(target_type, target_type)}"
+    from convohub.aqa.combos import Combination
+
+    return Combination(tuple(condition_type), target_type, 0).name
 
 
 def question_rows(questions: Sequence[Mapping[str, Any]], qc_scorers: str = "") -> list[dict[str, Any]]:
@@ -92,24 +91,22 @@ def question_rows(questions: Sequence[Mapping[str, Any]], qc_scorers: str = "") 
 
 
 # ------------------------------------------------------------------------------------------ card tables
-def question_statistics(questions: Sequence[Mapping[str, Any]], paper: bool = True) -> str:
+def question_statistics(questions: Sequence[Mapping[str, Any]]) -> str:
     """Questions per number of conditions, per target type, and per combination (with Table 8's count)."""
-    from convohub.aqa.combos import COMBINATIONS
+    from convohub.aqa.combos import COMBINATIONS, SHORT
 
     by_n = Counter(len(q["condition_type"]) for q in questions)
     paper_n = Counter()
     for c in COMBINATIONS:
         paper_n[c.n_conditions] += c.paper_count
     parts = [markdown_table(["conditions", "questions", "paper"],
-                            [[n, by_n.get(n, 0), paper_n[n]] for n in range(4)] + [["all", len(questions), 6027]])]
-    by_target = Counter(TARGET_NAMES.get(q["target_type"], q["target_type"]) for q in questions)
+                            [[n, by_n.get(n, 0), paper_n[n]] for n in range(4)]
+                            + [["all", len(questions), sum(paper_n.values())]])]
+    by_target = Counter(SHORT.get(q["target_type"], q["target_type"]) for q in questions)
     parts.append(markdown_table(["target type", "questions"], sorted(by_target.items(), key=lambda kv: -kv[1])))
     by_combo = Counter(q.get("combination") or combination_label(q["condition_type"], q["target_type"])
                        for q in questions)
-    rows = []
-    for c in COMBINATIONS:
-        if by_combo.get(c.name) or paper:
-            rows.append([c.name, by_combo.get(c.name, 0), c.paper_count])
+    rows = [[c.name, by_combo.get(c.name, 0), c.paper_count] for c in COMBINATIONS]
     parts.append(markdown_table(["combination (Table 8)", "questions", "paper"], rows))
     by_keywords = Counter(q["keywords_type"] for q in questions if q.get("keywords_type"))
     if by_keywords:

@@ -91,9 +91,11 @@ class AQARunner:
 
     def __init__(self, dataset_dir: str | Path, *, backend: Any = None, questions: Sequence[Question] | None = None,
                  config: str = "questions", limit: int | None = None, seed: int = 0, progress: bool = False,
-                 indexes: dict[str, RetrievalIndex] | None = None, scorer: LikelihoodScorer | None = None) -> None:
+                 indexes: dict[str, RetrievalIndex] | None = None, scorer: LikelihoodScorer | None = None,
+                 counter: TokenCounter | None = None) -> None:
         """``indexes``: a dict of retrieval indexes by context to share between runners (filled on use);
-        ``scorer``: a likelihood scorer (and its cache of scores) to share."""
+        ``scorer``: a likelihood scorer (and its cache of scores) to share; ``counter``: the answering model's
+        token counter, to share (default: made on first use, which may load a tokenizer)."""
         self.dataset_dir = Path(dataset_dir)
         self.questions = list(questions) if questions is not None else load_questions(self.dataset_dir, config, limit)
         if not self.questions:
@@ -102,7 +104,7 @@ class AQARunner:
         self._indexes: dict[str, RetrievalIndex] = {} if indexes is None else indexes
         self._probe: dict[tuple[str, str], list[str | None]] = {}
         self._contexts: dict[tuple[Any, ...], tuple[list[Context], ProbeStats | None]] = {}
-        self._counter: TokenCounter | None = None
+        self._counter: TokenCounter | None = counter
         self._scorer: LikelihoodScorer | None = scorer
 
     # ------------------------------------------------------------------ shared pieces

@@ -80,23 +80,6 @@ def _acronyms(norm: str) -> set[str]:
     return out
 
 
-def equivalence_rule(a: str, b: str, category: str) -> int | None:
-    """The first merge rule (1-5) under which names ``a`` and ``b`` of ``category`` are the same, else None."""
-    if len(a) > len(b):
-        a, b = b, a
-    na, nb = normalise(a), normalise(b)
-    allowed = PUBLIC_FIGURE_RULES if category == PUBLIC_FIGURE else RULES
-    wa, wb = na.split(), nb.split()
-    checks = {
-        1: na == nb,
-        2: bool(_content(na)) and _content(na) == _content(nb),
-        3: len(wa) > 2 and len(wb) > len(wa) and wb[:len(wa)] == wa,
-        4: len(wa) > 2 and len(wb) > len(wa) and wb[-len(wa):] == wa,
-        5: len(wa) == 1 and na in _acronyms(nb),
-    }
-    return next((rule for rule in allowed if checks[rule]), None)
-
-
 def merge_names(counts: Mapping[str, int], category: str) -> dict[str, str]:
     """Map every name of ``category`` to its group's name (see the module doc), in linear-ish time: names are
     joined through indexes of their normalised form, content words, prefixes/suffixes and acronyms rather
@@ -119,12 +102,12 @@ def merge_names(counts: Mapping[str, int], category: str) -> dict[str, str]:
     by_norm: dict[str, list[str]] = defaultdict(list)
     for name in names:
         by_norm[normalise(name)].append(name)
-    keys: list[dict[str, str]] = [{}, {}]
+    by_content: dict[str, str] = {}
     for norm, group in by_norm.items():
         for other in group[1:]:
             union(group[0], other)  # rule 1
         if 2 in allowed and _content(norm):
-            first = keys[0].setdefault(_content(norm), group[0])
+            first = by_content.setdefault(_content(norm), group[0])
             union(first, group[0])
     for norm, group in by_norm.items():
         tokens = norm.split()

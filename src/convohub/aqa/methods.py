@@ -19,11 +19,10 @@ An LLM method is read by one of three answerers:
   same option's mean log-probability without the context is subtracted, so an option ranks high when the
   documents make it likelier, not when the model always likes it. Always parses; needs a local model.
 
-Measured on SmolLM2-135M-Instruct (the offline LLM) over 28 questions of a synthetic corpus: the paper's prompt
-gave no readable answer (0 of 8 within 96 new tokens: it writes prose or lists options as text), the list
-prompt a readable list for about a third of the questions, often the worked example's list copied; the
-likelihood answerer is the one whose ranking follows the context (no context < RAG < PROBE < oracle there).
-The release reports all three (the parse rates included).
+SmolLM2-135M-Instruct (the offline LLM) rarely writes a ranking the two generating prompts can read, so a
+local model answers with ``likelihood`` by default (:func:`default_answerer`); the release measures the
+generating prompts' parse rates on the offline model and puts them in the dataset card beside the NDCG@k
+of every method (:func:`convohub.aqa.release_eval.prompt_checks`).
 
 Every LLM answerer packs the context's documents into its prompt, in retrieval order, until the prompt
 budget in tokens of the answering model's tokenizer (:mod:`convohub.aqa.tokens`) and records the input
@@ -43,7 +42,8 @@ from convohub.aqa.answers import parse_ranking
 from convohub.aqa.context import Context
 from convohub.aqa.prompts import answer_prompt, likelihood_prompt
 from convohub.aqa.questions import N_OPTIONS, Question
-from convohub.aqa.tokens import TokenCounter, local_model, pack
+from convohub.aqa.tokens import TokenCounter, pack
+from convohub.llm.choices import local_model
 
 METHODS = ("random", "bm25", "cosine", "no-context", "rag", "probe", "oracle")
 TEXT_METHODS = ("random", "bm25", "cosine")

@@ -19,11 +19,11 @@ from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
+from convohub.aqa.questions import DATASET_NAME
 from convohub.hub import ModelCardInfo, markdown_table, read_json
 from convohub.model_spec import CardInput, CardValues, ModelSpec, block, profile_recipes
 from convohub.training.chat_sft import TRAINING_RECORD_FILE, card_training_values
 
-DATASET_REPO = "wildchat-aqa"
 #: Held-out chats whose perplexity the evaluation measures (the first ones outside the training subset).
 HELD_OUT = 24
 NDCG_KEYS = ("ndcg@1", "ndcg@3", "ndcg@5", "ndcg@10")
@@ -37,18 +37,17 @@ def read_record(model_dir: Path) -> dict[str, Any]:
     return read_json(path)
 
 
-def held_out_chats(dataset_dir: Path, record: Mapping[str, Any], seed: int) -> list[list[dict[str, str]]]:
-    """Up to :data:`HELD_OUT` chats outside the run's seeded training subset, in the training format."""
+def held_out_chats(dataset_dir: Path, record: Mapping[str, Any]) -> list[list[dict[str, str]]]:
+    """Up to :data:`HELD_OUT` chats outside the run's seeded training subset (the cap and seed it recorded),
+    in the training format."""
     from convohub.aqa.chat_format import aqa_messages
     from convohub.hub import load_local
+    from convohub.training.chat_sft import held_out
 
     context = record["context"]
     rows = load_local(dataset_dir, "conversations" if context == "raw" else "summaries", "train")
-    cap = record.get("max_train_samples")
-    if cap is None or cap >= len(rows):
-        return []
-    rest = rows.shuffle(seed=seed).select(range(cap, min(len(rows), cap + HELD_OUT)))
-    return [aqa_messages(r, context) for r in rest]
+    return [aqa_messages(r, context) for r in held_out(rows, record.get("max_train_samples"), record["data_seed"],
+                                                        HELD_OUT)]
 
 
 def _score(model_path: str, dataset_dir: Path, questions: Any, answerers: tuple[str, ...],
@@ -79,17 +78,13 @@ def evaluate(model_dir: Path, dataset_dir: Path, *, max_questions: int | None = 
     record."""
     from convohub.aqa.questions import load_questions
     from convohub.training.models import is_offline_model, resolve_model
-    from convohub.training.runs import saved_arguments
 
     record = read_record(model_dir)
-    training = saved_arguments(model_dir)["training"]
-    seed = training.get("data_seed")
-    seed = int(seed if seed is not None else training.get("seed", 0))
     limit = max_questions if max_questions is not None else record.get("max_eval_questions")
     questions = load_questions(dataset_dir, "questions", limit)
     answerers = ("likelihood",) if is_offline_model(record["model_name_or_path"]) else ("likelihood", "paper")
     max_length = int(record.get("max_length") or 1024)
-    chats = held_out_chats(Path(dataset_dir), record, seed)
+    chats = held_out_chats(Path(dataset_dir), record)
     base = _score(resolve_model(record["model_name_or_path"]), Path(dataset_dir), questions, answerers, chats,
                   max_length)
     trained = _score(str(model_dir), Path(dataset_dir), questions, answerers, chats, max_length)
@@ -119,7 +114,7 @@ def card_values(card: CardInput) -> CardValues:
     base_model, lora = args.get("base_model"), args.get("lora")
     main = results["answerers"][0]
     after = results["after"][main]
-    metrics = [EvalResult(task_type="text-ranking", dataset_name=DATASET_REPO, dataset_type=card.dataset_id,
+    metrics = [EvalResult(task_type="text-ranking", dataset_name=DATASET_NAME, dataset_type=card.dataset_id,
                           dataset_config="questions", dataset_split="test", metric_type=k,
                           metric_name=f"{k.upper()} (no context, {main} answerer)", metric_value=after[k])
                for k in NDCG_KEYS]
@@ -146,7 +141,7 @@ SPEC = ModelSpec(
     script="training/aqa_causal_lm/train_aqa_causal_lm.py",
     recipes=profile_recipes("training/aqa_causal_lm", "tiny", "paper"),
     repos={"tiny": "wildchat-aqa-causal-lm-tiny", "paper": "wildchat-aqa-causal-lm-qwen3-8b"},
-    dataset=DATASET_REPO,
+    dataset=DATASET_NAME,
     template="wildchat_aqa_causal_lm",
     card_values=card_values,
     evaluate=lambda model_dir, dataset_dir, _models: evaluate(model_dir, dataset_dir),

@@ -22,7 +22,7 @@ from __future__ import annotations
 
 import sys
 import time
-from collections import Counter, defaultdict
+from collections import defaultdict
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from datetime import datetime, timedelta
@@ -76,9 +76,7 @@ class Build:
 def code(*modules: Any) -> str:
     """Digest of the source of the modules a stage runs: a stage file written by other code is recomputed
     (its LLM answers still come from the cache)."""
-    from pathlib import Path as _Path
-
-    return digest([_Path(m.__file__).read_text(encoding="utf-8") for m in modules])
+    return digest([Path(m.__file__).read_text(encoding="utf-8") for m in modules])
 
 
 def _identity(backend: ChatBackend | None) -> Any:
@@ -90,9 +88,10 @@ def week_start(day: str) -> str:
     return (date - timedelta(days=date.weekday())).strftime("%Y-%m-%d")
 
 
-def user_text(record: Mapping[str, Any], words: int | None = 48) -> str:
-    """The user's messages (cut to ``words`` words): what the MiniLM verifier and keyword categoriser read."""
-    return annotation.content(record, words if words is not None else 48)
+def user_text(record: Mapping[str, Any], words: int | None) -> str:
+    """The user's messages (cut to ``words`` words, 48 when None): what the MiniLM verifier and keyword
+    categoriser read."""
+    return annotation.content(record, words or 48)
 
 
 def context_line(row: Mapping[str, Any]) -> str:
@@ -357,5 +356,3 @@ def _proposal(conversations: Sequence[Mapping[str, Any]], settings: Settings, wo
     return result.questions, result.report
 
 
-def counts_by(questions: Sequence[Mapping[str, Any]], key: Callable[[Mapping[str, Any]], Any]) -> Counter:
-    return Counter(key(q) for q in questions)

@@ -40,8 +40,9 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from convohub.aqa.combos import COMBINATIONS, Combination
+from convohub.aqa.combos import COMBINATIONS, LIST_VALUED, Combination
 from convohub.aqa.settings import Settings
+from convohub.aqa.taxonomy import normalised_entropy
 from convohub.stages import digest
 
 USER = "user_name"
@@ -85,15 +86,6 @@ class Candidate:
 class Proposal:
     questions: list[dict[str, Any]]
     report: dict[str, Any] = field(default_factory=dict)
-
-
-def normalised_entropy(counts: Sequence[int]) -> float:
-    """Entropy of a distribution given by counts, divided by ``log2`` of its number of values (0 for one)."""
-    values = [c for c in counts if c > 0]
-    if len(values) <= 1:
-        return 0.0
-    total = sum(values)
-    return -sum(c / total * math.log2(c / total) for c in values) / math.log2(len(values))
 
 
 def attribute_rows(records: Sequence[Mapping[str, Any]]) -> list[dict[str, str]]:
@@ -304,7 +296,7 @@ def propose(records: Sequence[Mapping[str, Any]], settings: Settings, work: Path
     questions: list[dict[str, Any]] = []
     report: dict[str, Any] = {"combinations": {}}
     try:
-        vocabularies = {c.target: db.vocabulary(c.target) for c in combinations}
+        vocabularies = {target: db.vocabulary(target) for target in {c.target for c in combinations}}
         for combination in combinations:
             vocabulary = vocabularies[combination.target]
             entry = {"paper": combination.paper_count, "supported": 0, "top3_passed": 0, "askable": 0,
@@ -363,7 +355,7 @@ def support_hashes(records: Sequence[Mapping[str, Any]], condition_type: Sequenc
         ok = True
         for attribute, needed in wanted.items():
             have = values(record, attribute)
-            single = attribute not in ("label_level_1", "label_level_2", "keywords_aggregated")
+            single = attribute not in LIST_VALUED
             if not (have & set(needed) if single else set(needed) <= have):
                 ok = False
                 break

@@ -68,6 +68,15 @@ def random_scores(weights: Sequence[Sequence[float]], draws: int, seed: int, k: 
     return means, stds
 
 
+def read_support(question: Mapping[str, Any], settings: Settings) -> list[str]:
+    """The supporting conversations the context scorer reads: all of them, or a seeded sample of
+    ``qc_retrieve`` when there are more."""
+    support = list(question["support"])
+    if len(support) > settings.qc_retrieve:
+        support = sorted(random.Random(f"qc/{question['hash']}").sample(support, settings.qc_retrieve))
+    return support
+
+
 def support_count_rankings(questions: Sequence[Mapping[str, Any]], contexts: Mapping[str, tuple[str, str]],
                            embed: Callable[[Sequence[str]], np.ndarray], settings: Settings) -> list[list[int]]:
     """The ``support-count`` context answerer (module doc): one ranking of option indices per question.
@@ -75,9 +84,7 @@ def support_count_rankings(questions: Sequence[Mapping[str, Any]], contexts: Map
     option with the summaries."""
     out = []
     for q in questions:
-        support = list(q["support"])
-        if len(support) > settings.qc_retrieve:
-            support = sorted(random.Random(f"qc/{q['hash']}").sample(support, settings.qc_retrieve))
+        support = read_support(q, settings)
         lines = [contexts[h][0].lower() for h in support if h in contexts]
         patterns = [re.compile(r"(?<![\w-])" + re.escape(o.lower()) + r"(?![\w-])") for o in q["options"]]
         counts = Counter({j: sum(1 for t in lines if p.search(t)) for j, p in enumerate(patterns)})
@@ -112,7 +119,7 @@ def quality_control(questions: Sequence[Mapping[str, Any]], contexts: Mapping[st
     if not questions:
         return [], {"before": 0, "after": 0, "scorers": DEFAULT_SCORERS}
     embed.warm([o for q in questions for o in q["options"]] + [q["question"] for q in questions]
-               + [contexts[h][1] for q in questions for h in q["support"] if h in contexts])
+               + [contexts[h][1] for q in questions for h in read_support(q, settings) if h in contexts])
     weights = [q["option_weights"] for q in questions]
     k = settings.qc_k
     s_context = ndcg_per_question(support_count_rankings(questions, contexts, embed, settings), weights, k)[k]

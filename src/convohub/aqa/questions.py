@@ -10,12 +10,13 @@ Recall@k). A conversation row has ``hash``, ``timestamp`` (ISO 8601, UTC), ``cou
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
+from collections.abc import Mapping
 from dataclasses import dataclass
 from datetime import datetime, timezone
 from pathlib import Path
 from typing import Any
 
+DATASET_NAME = "wildchat-aqa"
 N_OPTIONS = 10
 QUESTION_CONFIGS = ("questions", "questions_subset")
 CONTEXTS = ("raw", "summary")
@@ -85,5 +86,3 @@ def load_corpus(dataset_dir: str | Path, context: str = "summary") -> list[dict[
     return rows
 
 
-def support_lists(questions: Sequence[Question]) -> list[list[str]]:
-    return [list(q.support) for q in questions]

@@ -21,14 +21,13 @@ from __future__ import annotations
 
 import re
 import time
-from collections.abc import Iterator, Mapping, Sequence
-from contextlib import contextmanager
+from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
 from convohub.aqa.evaluation import AQARunner, Setting
 from convohub.aqa.methods import default_answerer
-from convohub.aqa.tokens import local_model
+from convohub.llm.choices import local_model
 from convohub.metrics.ndcg import DEFAULT_NDCG_K
 
 TINY_QUESTIONS = 32
@@ -36,27 +35,10 @@ TINY_QUESTIONS = 32
 #: an explanation first).
 PROMPT_CHECK_QUESTIONS = 8
 PAPER_PROMPT_TOKENS = 64
-#: Requests a local model generates per batch here (its per-step cost on a CPU is mostly fixed overhead).
-GENERATION_BATCH = 32
 SECTION_START = "<!-- convohub:wildchat-aqa-results -->"
 SECTION_END = "<!-- /convohub:wildchat-aqa-results -->"
 RESULTS_FILE = "results.json"
 SECTION_FILE = "results.md"
-
-
-@contextmanager
-def generation_batch(backend: Any, size: int = GENERATION_BATCH) -> Iterator[None]:
-    """Let a local model generate ``size`` requests per batch for a while (restored afterwards)."""
-    local = local_model(backend)
-    if local is None:
-        yield
-        return
-    saved = local.batch_size
-    local.batch_size = max(saved, size)
-    try:
-        yield
-    finally:
-        local.batch_size = saved
 
 
 def settings(*, contexts: Sequence[str], answerer: str, probe_prompt: str) -> list[Setting]:
@@ -188,9 +170,8 @@ def evaluate_release(ctx: Any, dataset_dir: Path) -> dict[str, Any]:
     probe_prompt = "small" if local else "paper"
     contexts = ("summary",) if tiny else ("raw", "summary")
     runner = AQARunner(dataset_dir, backend=backend, limit=TINY_QUESTIONS if tiny else None, seed=ctx.seed)
-    with generation_batch(backend):
-        rows = run_all(runner, settings(contexts=contexts, answerer=answerer, probe_prompt=probe_prompt), ctx.log)
-        checks = prompt_checks(runner, ctx.log) if local else []
+    rows = run_all(runner, settings(contexts=contexts, answerer=answerer, probe_prompt=probe_prompt), ctx.log)
+    checks = prompt_checks(runner, ctx.log) if local else []
     fine_tuned = _fine_tuned_row(ctx.artifacts.get(SPEC.artifact("eval_path")))
     if fine_tuned is not None:
         rows.insert(4, fine_tuned)

@@ -33,6 +33,8 @@ from datetime import datetime
 from pathlib import Path
 from typing import Any
 
+from convohub.aqa.combos import ATTRIBUTES
+
 REPOS = {
     "questions": "wildchat_aqa_with_embedding_and_gpt_generated_query",
     "questions_subset": "wildchat_aqa_sampled_subset_with_embedding_and_gpt_generated_query",
@@ -40,8 +42,7 @@ REPOS = {
     "summaries": "wildchat_aqa_summary_with_embedding",
 }
 TAXONOMY_FOLDER = "wildchat_aqa_taxonomy"
-CONDITION_TYPES = frozenset({"user_name", "time_week", "label_level_1", "label_level_2", "country", "language",
-                             "keywords_aggregated"})
+CONDITION_TYPES = frozenset(ATTRIBUTES.values())
 _TOPIC_ID = re.compile(r"^\d+$")
 _SUBTOPIC_ID = re.compile(r"^(\d+)\.(\d+)$")
 

@@ -37,6 +37,7 @@ class AQAExplorer:
         self.backend = backend
         self.indexes: dict[str, RetrievalIndex] = {}
         self._scorer: Any = None  # the likelihood scorer and its cache, for the local model
+        self._counter: Any = None  # the answering model's token counter (loading a tokenizer once)
 
     def choices(self) -> list[str]:
         return [TYPED, *self.by_label]
@@ -76,8 +77,12 @@ class AQAExplorer:
             from convohub.aqa.methods import LikelihoodScorer
 
             self._scorer = LikelihoodScorer(self.backend)
+        if self.backend is not None and self._counter is None:
+            from convohub.aqa.tokens import counter_for
+
+            self._counter = counter_for(self.backend)
         runner = AQARunner(self.dataset_dir, backend=self.backend, questions=[question], indexes=self.indexes,
-                           scorer=self._scorer)
+                           scorer=self._scorer, counter=self._counter)
         probe_prompt = "small" if answerer == "likelihood" else "paper"
         results, answers = runner.evaluate(Setting(method, context=context, answerer=answerer, k=k, budget=budget,
                                                    probe_prompt=probe_prompt))

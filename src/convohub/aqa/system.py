@@ -18,8 +18,6 @@ fine-tuned model's row from the step before); export the Space.
 from __future__ import annotations
 
 import os
-from collections.abc import Iterator
-from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 
@@ -33,25 +31,6 @@ from convohub.registry import DatasetBuilder, Step, System
 SOURCE_ENV = "CONVOHUB_WILDCHAT_AQA_SOURCE"
 CORPUS_ENV = "CONVOHUB_WILDCHAT_AQA_CORPUS"
 PAPER_CORPUS = "allenai/WildChat-1M"
-#: SmolLM2's batch for this build: decoding 64 sequences at once was measured ~4x faster per token than 16
-#: on the 2-core machines (contended), and the release's shared backend defaults to 8
-LOCAL_BATCH = 64
-
-
-@contextmanager
-def larger_batches(backend: Any, size: int) -> Iterator[None]:
-    """Let a local transformers backend (possibly behind a cache) generate ``size`` requests per batch while
-    the block runs; any other backend is left alone."""
-    inner = getattr(backend, "inner", backend)
-    old = getattr(inner, "batch_size", None)
-    if not isinstance(old, int) or old >= size:
-        yield
-        return
-    inner.batch_size = size
-    try:
-        yield
-    finally:
-        inner.batch_size = old
 
 
 def backends_for(ctx: Any, settings: Any) -> Any:
@@ -104,8 +83,7 @@ def build_wildchat_aqa(ctx: Any, source: Path | None = None) -> Path:
     rows, origin = _corpus_rows(settings)
     backends = backends_for(ctx, settings)
     work = ctx.scratch("aqa", f"build-{ctx.profile}")
-    with larger_batches(backends.writer, LOCAL_BATCH):
-        build = run_pipeline(rows, settings, work, backends, source=origin, log=ctx.log)
+    build = run_pipeline(rows, settings, work, backends, source=origin, log=ctx.log)
     if settings.profile == "tiny":
         provenance = (f"Constructed offline by `convohub datasets build {DATASET_NAME}` (tiny profile, seed "
                       f"{ctx.seed}) from convohub's sample corpus (`{origin}`): synthetic WildChat-format "

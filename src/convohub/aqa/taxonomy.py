@@ -68,11 +68,6 @@ class Taxonomy:
         return {"classes": [{"name": c.name, "description": c.description} for c in self.classes],
                 "rounds": self.rounds, "made_by": self.made_by}
 
-    @classmethod
-    def from_json(cls, data: Mapping[str, Any]) -> Taxonomy:
-        return cls([TaxonomyClass(c["name"], c["description"]) for c in data["classes"]], list(data["rounds"]),
-                   data.get("made_by", ""))
-
 
 # ------------------------------------------------------------------------------------------ clustering
 def kmeans(vectors: np.ndarray, k: int, seed: int) -> np.ndarray:

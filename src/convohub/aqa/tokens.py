@@ -6,9 +6,10 @@ into the prompt until a per-model budget is reached [repo]: 195K tokens for o4-m
 local model brings its own; for an endpoint convohub loads the tokenizer of the model's name (a Hub id in
 the cache or a local folder) and, when that is impossible, says which tokenizer counted instead.
 
-The offline budget is far smaller: SmolLM2-135M-Instruct reads 8,192 tokens, and on two CPU cores its
-prefill runs at roughly 300 tokens per CPU-second, so :data:`TINY_BUDGET` keeps a question's prompt short
-enough that every method of the release fits its time budget (see :mod:`convohub.aqa.release_eval`).
+The offline budget is far smaller: SmolLM2-135M-Instruct reads 8,192 tokens, but every prompt token is run
+through the model on a CPU, so :data:`TINY_BUDGET` keeps a question's prompt short enough that every method
+of the release fits its time budget (the release logs each method's seconds and writes them to its results
+JSON, :mod:`convohub.aqa.release_eval`).
 """
 
 from __future__ import annotations
@@ -16,6 +17,8 @@ from __future__ import annotations
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Any
+
+from convohub.llm.choices import local_model
 
 #: The authors' prompt budgets (tokens of the whole prompt) per answering model [repo].
 PAPER_BUDGETS: dict[str, int] = {
@@ -60,12 +63,6 @@ class TokenCounter:
             for text, ids in zip(todo, self.tokenizer(todo, add_special_tokens=False)["input_ids"], strict=True):
                 self._cache[text] = len(ids)
         return [self._cache[t] for t in texts]
-
-
-def local_model(backend: Any) -> Any | None:
-    """The transformers backend behind ``backend`` (unwrapping a response cache), or None for an endpoint."""
-    inner = getattr(backend, "inner", backend)
-    return inner if hasattr(inner, "model") and hasattr(inner, "tokenizer") else None
 
 
 def counter_for(backend: Any) -> TokenCounter:

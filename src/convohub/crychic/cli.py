@@ -58,7 +58,7 @@ def _builder_factory(args: argparse.Namespace) -> tuple[Any, str, dict[str, Any]
 
 def _llm_baseline(args: argparse.Namespace) -> tuple[Any, str, dict[str, Any]]:
     """The paper's LLM baseline over the LLM ``--llm`` names (or CONVOHUB_LLM_*); never chosen silently."""
-    from convohub.crychic.llm_baseline import default_scoring, llm_baseline_factory
+    from convohub.crychic.llm_baseline import LLM_THRESHOLD, LLM_WINDOW, default_scoring, llm_baseline_factory
     from convohub.llm import backend_from_env, make_backend
 
     llm = make_backend(args.llm) if args.llm else backend_from_env()
@@ -68,7 +68,7 @@ def _llm_baseline(args: argparse.Namespace) -> tuple[Any, str, dict[str, Any]]:
     scoring = args.llm_scoring or default_scoring(llm)
     make = llm_baseline_factory(llm, scoring, calibrate=not args.llm_uncalibrated)
     how = scoring + (", calibrated" if make.calibrated else "")
-    header = f"baseline: {LLM_BASELINE} ({llm.model_id}, answers read by {how}, window 10, parent at score >= 4)"
+    header = f"baseline: {LLM_BASELINE} ({llm.model_id}, answers read by {how}, window {LLM_WINDOW}, parent at score >= {LLM_THRESHOLD})"
     return make, header, {"baseline": LLM_BASELINE, "llm": llm.model_id, "scoring": scoring,
                           "calibrated": make.calibrated}
 
@@ -166,11 +166,10 @@ def run_tree_reconstruct(args: argparse.Namespace) -> int:
         folders = _models(args)
     except ModelsNotFound as exc:
         raise SystemExit(f"convohub tree reconstruct: {exc}") from None
-    from convohub.crychic.components import load_components
-    from convohub.crychic.reconstruct import Crychic, reconstruct
+    from convohub.crychic.components import pipeline_factory
+    from convohub.crychic.reconstruct import reconstruct
 
-    ifqc, simplifier, judge = load_components(folders["ifqc"], folders["simplifier"], folders["judge"])
-    builder = reconstruct(conversation.exchanges, lambda: Crychic(ifqc=ifqc, simplifier=simplifier, judge=judge))
+    builder = reconstruct(conversation.exchanges, pipeline_factory(folders))
     if args.history is not None:
         if args.json:
             turn = builder.turns[args.history]

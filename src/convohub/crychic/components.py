@@ -14,7 +14,7 @@ training (:class:`convohub.crychic.training.Collator`) alike.
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Protocol
@@ -218,3 +218,13 @@ def load_components(ifqc: str | Path | None, simplifier: str | Path | None,
     return (ModelFollowUpClassifier(ifqc) if ifqc is not None else None,
             ModelSentenceLabeller(simplifier) if simplifier is not None else None,
             ModelParentJudge(judge))
+
+
+def pipeline_factory(folders: Mapping[str, str | Path]) -> Callable[[], Any]:
+    """``make_builder`` for :func:`convohub.crychic.reconstruct.reconstruct`: a fresh CRyCHIc pipeline per
+    conversation over the three models of ``folders`` (keys ``ifqc``, ``simplifier``, ``judge``), loaded once
+    and shared by every conversation."""
+    from convohub.crychic.reconstruct import Crychic
+
+    ifqc, simplifier, judge = load_components(folders["ifqc"], folders["simplifier"], folders["judge"])
+    return lambda: Crychic(ifqc=ifqc, simplifier=simplifier, judge=judge)

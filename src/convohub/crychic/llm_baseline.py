@@ -247,8 +247,8 @@ def llm_baseline_factory(llm: ChatBackend, scoring: str, unparsed: Counter[str] 
 
 
 def default_scoring(llm: ChatBackend) -> str:
-    """``likelihood`` for a local transformers model (measured more reliable for SmolLM2, see the judge's
-    card), ``generate`` for any other backend."""
+    """``likelihood`` for a local transformers model (every answer is then one of the allowed labels or
+    digits, so none goes unparsed), ``generate`` for any other backend (an endpoint returns text only)."""
     from convohub.llm.choices import local_model
 
     return "likelihood" if local_model(llm) is not None else "generate"

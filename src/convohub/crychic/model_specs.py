@@ -192,10 +192,9 @@ def evaluate_llm_baseline(tree_dir: Path, folders: Mapping[str, Path], llm: Any,
 
     import torch
 
-    from convohub.crychic.components import load_components
+    from convohub.crychic.components import pipeline_factory
     from convohub.crychic.evaluate import evaluate_trees, load_trees
     from convohub.crychic.llm_baseline import default_scoring, llm_baseline_factory
-    from convohub.crychic.reconstruct import Crychic
 
     trees = load_trees(tree_dir)
     total = len(trees)
@@ -205,12 +204,13 @@ def evaluate_llm_baseline(tree_dir: Path, folders: Mapping[str, Path], llm: Any,
     started = time.perf_counter()
     result = evaluate_trees(trees, make)
     seconds = time.perf_counter() - started
-    ifqc, simplifier, judge = load_components(folders[IFQC.name], folders[SIMPLIFIER.name], folders[JUDGE.name])
+    make_crychic = pipeline_factory({"ifqc": folders[IFQC.name], "simplifier": folders[SIMPLIFIER.name],
+                                     "judge": folders[JUDGE.name]})
     threads = torch.get_num_threads()
     torch.set_num_threads(1)  # as evaluate_reconstruction: small encoders, one turn at a time
     try:
         started_crychic = time.perf_counter()
-        crychic = evaluate_trees(trees, lambda: Crychic(ifqc=ifqc, simplifier=simplifier, judge=judge))
+        crychic = evaluate_trees(trees, make_crychic)
         crychic_seconds = time.perf_counter() - started_crychic
     finally:
         torch.set_num_threads(threads)

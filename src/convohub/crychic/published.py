@@ -32,7 +32,7 @@ def local_models(hub: Path, namespace: str = DEFAULT_NAMESPACE, profile: str = "
         raise ModelsNotFound(
             f"{where} at {hub} (looked for {', '.join(repo_names(profile).values())} under "
             f"{Path(hub) / 'models' / namespace}). Make them with `convohub release --only crychic --out {hub}` "
-            "(about 4 minutes on 2 CPU cores), point --hub at the folder a release wrote, or pass --namespace ORG "
+            "(about 5 minutes on 2 CPU cores), point --hub at the folder a release wrote, or pass --namespace ORG "
             "to download ORG's published models from the Hub")
     return folders
 

@@ -13,11 +13,10 @@ Hub id (:func:`convohub.hub.resolve_folder`).
 
 from __future__ import annotations
 
-from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
-from convohub.crychic.conversation_input import ConversationInput, conversation_from_text
+from convohub.crychic.conversation_input import ConversationInput
 
 SPACE_NAME = "crychic-demo"
 #: the dropdown entry that reconstructs the pasted text instead of a test conversation
@@ -37,15 +36,6 @@ def resolve_models(spec: str, profile: str = "tiny") -> dict[str, Path]:
 
     path = Path(spec).expanduser()
     return local_models(path, profile=profile) if path.is_dir() else hub_models(spec, profile)
-
-
-def load_pipeline(folders: Mapping[str, Path]) -> Any:
-    """``make_builder`` over the three loaded models (loaded once, shared by every reconstruction)."""
-    from convohub.crychic.components import load_components
-    from convohub.crychic.reconstruct import Crychic
-
-    ifqc, simplifier, judge = load_components(folders["ifqc"], folders["simplifier"], folders["judge"])
-    return lambda: Crychic(ifqc=ifqc, simplifier=simplifier, judge=judge)
 
 
 def split_conversations(dataset_dir: Path, limit: int = 50) -> dict[str, ConversationInput]:
@@ -93,11 +83,6 @@ def reconstruct(make_builder: Any, conversation: ConversationInput) -> tuple[str
                         "WildChatTree record (JSON with <code>turns</code> and their <code>parent</code>).</p>")
     last = len(builder.turns) - 1
     return picture, gold_picture, decision_rows(builder, gold), history_markdown(builder, last)
-
-
-def parse_input(text: str) -> ConversationInput:
-    """The pasted text as a conversation (errors are ``ValueError`` saying what to change)."""
-    return conversation_from_text(text)
 
 
 def export_space(target: Any, repo: Path, *, dataset_id: str, models: list[str], name: str = SPACE_NAME) -> Path:

@@ -51,10 +51,6 @@ class CrychicArguments:
     head_dropout: float = field(default=0.2)
     architecture: str = field(default="bi", metadata={"help": "judge only: bi (paper) or cross"})
     turn_max_tokens: int = field(default=512, metadata={"help": "judge only: tokens kept of each side of a turn"})
-    pooling: str = field(default="first", metadata={"help": "judge only: first (the paper's, gte's CLS) or mean "
-                                                             "(all-MiniLM-L6-v2's own pooling)"})
-    pair_features: str = field(default="paper", metadata={"help": "judge only: paper ([h; p; h - p]) or "
-                                                                  "paper+product (also h * p)"})
     max_train_examples: int | None = field(default=None, metadata={"help": "cap on training rows (seeded)"})
     max_eval_examples: int | None = field(default=None, metadata={"help": "cap on held-out rows (seeded)"})
 
@@ -92,11 +88,7 @@ def build_model(task: str, args: CrychicArguments) -> tuple[Any, Any]:
         kwargs["max_length"] = args.max_length
     cls = {"ifqc": CrychicIFQCModel, "simplifier": CrychicSimplifierModel, "judge": CrychicFollowUpJudgeModel}[task]
     if task == "judge":
-        kwargs |= {"architecture": args.architecture, "turn_max_tokens": args.turn_max_tokens, "pooling": args.pooling,
-                   "pair_features": args.pair_features}
-    elif args.pooling != "first" or args.pair_features != "paper":
-        raise ValueError(f"pooling and pair_features apply to the judge only; the {task} recipe must leave them "
-                         "at 'first' and 'paper'")
+        kwargs |= {"architecture": args.architecture, "turn_max_tokens": args.turn_max_tokens}
     model = cls.from_encoder(path, trust_remote_code=args.trust_remote_code, **kwargs)
     tokenizer = AutoTokenizer.from_pretrained(path, trust_remote_code=args.trust_remote_code)
     return model, tokenizer

@@ -104,9 +104,10 @@ def statistics(splits: Mapping[str, Sequence[Mapping[str, Any]]]) -> str:
     return markdown_table(["", *columns, "total"], rows)
 
 
-def sq_quality_rows(dialogues: Sequence[Mapping[str, Any]]) -> tuple[str, dict[str, Any]]:
+def sq_quality_rows(dialogues: Sequence[Mapping[str, Any]]) -> str:
     """Table 3's automatic metrics per turn position and pooled over all turns (not the mean of the rows),
-    x100, with ``evaluation/sq_quality``'s functions (BERTScore on the bundled MiniLM, layer 5)."""
+    x100, with ``evaluation/sq_quality``'s functions (BERTScore on the bundled MiniLM, layer 5). BERTScore is a
+    mean over turns, so its pooled value is the turn-weighted mean of the positions' (each pair scored once)."""
     from convohub.metrics.sq_quality import sq_quality
 
     by_turn: dict[int, list[tuple[list[str], str]]] = {}
@@ -115,17 +116,17 @@ def sq_quality_rows(dialogues: Sequence[Mapping[str, Any]]) -> tuple[str, dict[s
             by_turn.setdefault(int(t["turn_index"]), []).append(([qa["question"] for qa in t["suggested_qas"]],
                                                                  str(d["intent"])))
     keys = ("self_bleu", "ms_ttr", "bleu", "bertscore")
-    rows, values = [], {}
+    rows, weighted = [], 0.0
     for position in sorted(by_turn):
         pairs = by_turn[position]
         scores = sq_quality([q for q, _ in pairs], [i for _, i in pairs])
-        values[f"turn_{position + 1}"] = scores
+        weighted += len(pairs) * scores["bertscore"]
         rows.append([f"turn {position + 1}", len(pairs), *(f"{100 * scores[k]:.2f}" for k in keys)])
     pairs = [p for position in sorted(by_turn) for p in by_turn[position]]
-    scores = sq_quality([q for q, _ in pairs], [i for _, i in pairs])
-    values["all"] = scores
+    scores = sq_quality([q for q, _ in pairs], [i for _, i in pairs], with_bertscore=False)
+    scores["bertscore"] = weighted / len(pairs)
     rows.append(["all turns (pooled)", len(pairs), *(f"{100 * scores[k]:.2f}" for k in keys)])
-    return markdown_table(["", "turns", "Self-BLEU", "MS-TTR", "BLEU", "BERTScore"], rows), values
+    return markdown_table(["", "turns", "Self-BLEU", "MS-TTR", "BLEU", "BERTScore"], rows)
 
 
 def read_split(dataset: str | Path, config: str, split: str) -> Any:
@@ -156,8 +157,9 @@ def write_promise(target: HubTarget, repo: Path, splits: Mapping[str, list[dict[
                   generation: str, pii: Counter[str], license: str) -> Path:
     """Write the dataset folder from validated, scrubbed dialogues and return it."""
     from convohub.conversations.pii import NOT_SCRUBBED, SCRUB_SCOPE
+    from convohub.promise.prompts import GROUNDING
 
-    quality, _ = sq_quality_rows([d for s in SPLITS for d in splits[s]])
+    quality = sq_quality_rows([d for s in SPLITS for d in splits[s]])
     body = Template((repo / "dataset_scripts" / "promise" / "card.md").read_text(encoding="utf-8"))
     card = DatasetCardInfo(
         pretty_name="ProMISe: proactive multi-turn information-seeking dialogues (convohub)",
@@ -165,7 +167,7 @@ def write_promise(target: HubTarget, repo: Path, splits: Mapping[str, list[dict[
         description=body.substitute(
             provenance=provenance, generation=generation, statistics=statistics(splits), sq_quality=quality,
             pii=", ".join(f"{k} {n}" for k, n in sorted(pii.items()) if n) or "none", pii_scope=SCRUB_SCOPE,
-            not_scrubbed=NOT_SCRUBBED),
+            not_scrubbed=NOT_SCRUBBED, grounding=f"{GROUNDING:.0%}"),
         citation=PROMISE_CITATION,
         task_categories=("text-classification", "question-answering"),
         tags=("convohub", "promise", "suggested-questions", "user-simulation", "information-seeking"),

@@ -22,10 +22,10 @@ from typing import Any
 
 from convohub.hub import ModelCardInfo, read_json
 from convohub.model_spec import Block, CardInput, CardValues, ModelSpec, block, profile_recipes
+from convohub.promise.training import EVAL_FILE
 
 DATASET_REPO = "promise"
 TASK_NAMES = {"task1": "Task 1 (intent satisfaction)", "task2": "Task 2 (SQ selection)"}
-EVAL_FILE = "eval_results.json"
 
 
 def _items(dataset_dir: Path) -> tuple[dict[str, list[dict[str, Any]]], dict[str, list[dict[str, Any]]]]:
@@ -187,8 +187,7 @@ def _encoder_spec(task: str) -> ModelSpec:
         recipes=profile_recipes(folder, "tiny", "paper"),
         repos={"tiny": f"promise-{task}-minilm-tiny", "paper": f"promise-{task}-bert-base"},
         dataset=DATASET_REPO, template="promise_encoder", card_values=encoder_card,
-        evaluate=lambda model_dir, dataset_dir, _models: evaluate_encoder(task, model_dir, dataset_dir),
-        headline=())
+        evaluate=lambda model_dir, dataset_dir, _models: evaluate_encoder(task, model_dir, dataset_dir))
 
 
 TASK1_ENCODER = _encoder_spec("task1")

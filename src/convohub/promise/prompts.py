@@ -266,9 +266,6 @@ USER_INSTRUCTION = ("You are a user with an intent. You have asked some question
                     "four more. If the questions asked so far already cover the intent, reply done. Otherwise reply "
                     "with the number of the suggested question that helps most with the intent, or none if no "
                     "suggested question helps. Reply with one word: 1, 2, 3, 4, none or done.")
-USER_REPLIES = ("1", "2", "3", "4", "none", "done")
-
-
 def user_prompt(intent: str, asked: Sequence[str], candidates: Sequence[str]) -> str:
     """The user message of the action prompt (Table 11's fields, without the explanation)."""
     return (f"Intent: {intent}\nQuestions asked so far:\n" + "\n".join(f"- {q}" for q in asked)

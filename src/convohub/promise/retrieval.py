@@ -96,14 +96,12 @@ class BM25Retriever:
     """BM25 (bm25s, English stopwords) over a passage collection; passages without a query term are left out."""
 
     def __init__(self, collection: PassageCollection | None = None) -> None:
-        import bm25s
+        from convohub.aqa.retrieval import bm25_index  # WildChat-AQA's bm25s index, English stop words
 
         self.collection = collection or default_collection()
         if not self.collection.passages:
             raise ValueError(f"passage collection {self.collection.name!r} is empty")
-        self._index: Any = bm25s.BM25()
-        tokens = bm25s.tokenize([p.text for p in self.collection.passages], stopwords="en", show_progress=False)
-        self._index.index(tokens, show_progress=False)
+        self._index: Any = bm25_index([p.text for p in self.collection.passages])
 
     @property
     def name(self) -> str:

@@ -117,7 +117,7 @@ class Report:
         entry = self.steps.setdefault(step, {"items": 0, "calls": 0, "first_try": 0, "passed": 0, "errors": {}})
         entry["items"] += len(parsed)
         entry["calls"] += sum(p.attempts for p in parsed)
-        entry["first_try"] += sum(p.value is not None and p.attempts == 1 for p in parsed)
+        entry["first_try"] += sum(p.value is not None and p.attempts <= 1 for p in parsed)  # 0 calls: a rule
         entry["passed"] += sum(p.value is not None for p in parsed)
         for p in parsed:
             for error in p.errors:
@@ -299,13 +299,9 @@ def run_turns(states: Sequence[State], agent: Any, retriever: SnippetRetriever, 
         acting = [(s, t) for s, t in zip(live, turns, strict=True) if t is not None]
         views = [UserView(s.intent, s.asked(), tuple(qa["question"] for qa in t["suggested_qas"]),
                           seed=_seed(s.seed, "user", len(s.turns))) for s, t in acting]
-        actions = user.act(views) if views else []
-        passed = sum(a is not None for a in actions)
-        entry = report.steps.setdefault("user", {"items": 0, "calls": 0, "first_try": 0, "passed": 0, "errors": {}})
-        entry["items"] += len(actions)
-        entry["calls"] += len(actions)
-        entry["first_try"] += passed
-        entry["passed"] += passed
+        parsed = user.act(views) if views else []
+        report.add("user", parsed)
+        actions = [p.value for p in parsed]
         for (state, turn), action in zip(acting, actions, strict=True):
             if action is None:
                 state.failure = "user"

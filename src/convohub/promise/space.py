@@ -14,12 +14,12 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
-from convohub.promise.records import N_SQS, SQ_ACTIONS
+from convohub.promise.records import ACTIONS, N_SQS, SQ_ACTIONS
 from convohub.promise.retrieval import Topic
 from convohub.promise.simulate import LoopSettings, Report, State, agent_turn, apply_action
 
 SPACE_NAME = "promise-explorer"
-CHOICES = (*SQ_ACTIONS, "none", "done")
+CHOICES = ACTIONS
 CHOICE_LABELS = {**{a: f"SQ{a[2:]}" for a in SQ_ACTIONS}, "none": "none helps", "done": "intent satisfied"}
 EXAMPLE_INTENT = ("I want to buy a drone with a camera for less than $100 that is easy for a beginner to fly and "
                   "flies for at least 10 minutes.")

@@ -51,13 +51,6 @@ def make_encoder_parser() -> Any:
     return TrlParser((EncoderArguments, TrainingArguments))
 
 
-def fold_of(dialogue_id: str, folds: int, seed: int) -> int:
-    """The cross-validation fold of a dialogue: a stable hash, so a dialogue's turns stay together."""
-    from convohub.stages import digest
-
-    return int(digest([seed, dialogue_id])[:8], 16) % folds
-
-
 def _encode(tokenizer: Any, items: Sequence[Mapping[str, Any]], max_length: int) -> Any:
     import datasets
 
@@ -89,18 +82,19 @@ def _weights(items: Sequence[Mapping[str, Any]], n: int, mode: str) -> Any:
 
 
 def _train(task: str, args: EncoderArguments, training_args: Any, items: Sequence[Mapping[str, Any]],
-           output_dir: str) -> tuple[Any, Any]:
-    """A fresh classifier trained on ``items`` (returns model, trainer)."""
+           output_dir: str, tokenizer: Any, model: Any = None) -> tuple[Any, Any]:
+    """``model`` (default: a fresh classifier, seeded) trained on ``items`` (returns model, trainer)."""
     import copy
 
     import torch
-    from transformers import AutoTokenizer, DataCollatorWithPadding, Trainer, set_seed
+    from transformers import DataCollatorWithPadding, Trainer, set_seed
 
     from convohub.training.models import resolve_model
 
-    path = resolve_model(args.model_name_or_path)
-    set_seed(training_args.seed)
-    model, tokenizer = fresh_classifier(task, path), AutoTokenizer.from_pretrained(path)
+    if model is None:
+        set_seed(training_args.seed)
+        model = fresh_classifier(task, resolve_model(args.model_name_or_path))
+    model.train()
     weights = _weights(items, len(label_names(task)), args.class_weighting)
 
     def loss(outputs: Any, labels: Any, num_items_in_batch: Any = None) -> Any:
@@ -159,27 +153,30 @@ def run_encoder(task: str, argv: Sequence[str] | None = None) -> dict[str, Any]:
     # 1. k-fold cross-validation on the train split, grouped by dialogue
     cv: dict[str, Any] = {"folds": args.folds}
     if args.folds > 1:
-        fold = [fold_of(i["dialogue_id"], args.folds, training_args.seed) for i in train]
-        predicted = [-1] * len(train)
+        from sklearn.model_selection import GroupKFold
+
+        groups = [i["dialogue_id"] for i in train]
+        if len(set(groups)) < args.folds:
+            raise ValueError(f"{args.folds}-fold cross-validation needs at least {args.folds} dialogues in "
+                             f"{args.train_split}, found {len(set(groups))}; lower --folds")
+        splitter = GroupKFold(n_splits=args.folds, shuffle=True, random_state=training_args.seed)
+        predicted, sizes = [-1] * len(train), []
         with tempfile.TemporaryDirectory() as tmp:
-            for k in range(args.folds):
-                inside = [i for i, f in zip(train, fold, strict=True) if f != k]
-                held = [n for n, f in enumerate(fold) if f == k]
-                if not inside or not held:
-                    continue
-                model, _ = _train(task, args, training_args, inside, f"{tmp}/fold{k}")
+            for k, (inside, held) in enumerate(splitter.split(train, labels, groups)):
+                model, _ = _train(task, args, training_args, [train[n] for n in inside], f"{tmp}/fold{k}",
+                                  tokenizer)
                 for n, p in zip(held, _predict(model, tokenizer, [train[n] for n in held], args.max_length),
                                 strict=True):
                     predicted[n] = p
-        cv |= {"scores": user_simulation_f1(predicted, labels, task=task),
-               "fold_sizes": [fold.count(k) for k in range(args.folds)]}
+                sizes.append(len(held))
+        cv |= {"scores": user_simulation_f1(predicted, labels, task=task), "fold_sizes": sizes}
 
     # 2. the published model: the fresh head on the eval split, training on the whole train split, again
     set_seed(training_args.seed)
     fresh = fresh_classifier(task, path).eval()
     gold = [int(i["label"]) for i in test]
     before = user_simulation_f1(_predict(fresh, tokenizer, test, args.max_length), gold, task=task)
-    model, trainer = _train(task, args, training_args, train, str(out))
+    model, trainer = _train(task, args, training_args, train, str(out), tokenizer, fresh)
     after = user_simulation_f1(_predict(model, tokenizer, test, args.max_length), gold, task=task)
     seconds = time.perf_counter() - started
 

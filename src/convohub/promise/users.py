@@ -25,6 +25,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Protocol
 
+from convohub.llm.runner import Parsed
 from convohub.promise.prompts import content_words, parse_action, user_request
 
 GOLD_FILE = Path(__file__).resolve().parents[1] / "data" / "promise_user_gold.jsonl"
@@ -47,8 +48,9 @@ class UserView:
 class DialogueUser(Protocol):
     name: str
 
-    def act(self, views: Sequence[UserView]) -> list[str | None]:
-        """One action (``sq1``..``sq4``, ``none``, ``done``) per view; None when no usable answer came."""
+    def act(self, views: Sequence[UserView]) -> list[Parsed[str]]:
+        """One action (``sq1``..``sq4``, ``none``, ``done``) per view (value None when no usable answer came),
+        with the LLM calls it took (0 for a rule user) and their errors, as the loop's report counts them."""
         ...
 
 
@@ -71,8 +73,8 @@ class CoverageUser:
         best = max(gains)
         return "none" if best == 0 else f"sq{gains.index(best) + 1}"
 
-    def act(self, views: Sequence[UserView]) -> list[str | None]:
-        return [self.decide(v) for v in views]
+    def act(self, views: Sequence[UserView]) -> list[Parsed[str]]:
+        return [Parsed(value=self.decide(v)) for v in views]  # no LLM call
 
 
 class LLMUser:
@@ -83,9 +85,8 @@ class LLMUser:
         self.backend, self.max_attempts, self.temperature, self.progress = backend, max_attempts, temperature, progress
         self.seed = seed
         self.name = f"llm:{backend.model_id}"
-        self.errors: list[str] = []
 
-    def act(self, views: Sequence[UserView]) -> list[str | None]:
+    def act(self, views: Sequence[UserView]) -> list[Parsed[str]]:
         from convohub.llm import ask_until_parsed
 
         def request(i: int, attempt: int) -> Any:
@@ -95,11 +96,9 @@ class LLMUser:
             return user_request(view.intent, view.asked, view.candidates, seed=self.seed + attempt if sampled else None,
                                 temperature=(self.temperature if attempt == 0 else 0.7) if sampled else 0.0)
 
-        parsed = ask_until_parsed(self.backend, len(views), request, lambda _i, text: parse_action(text),
-                                  max_attempts=self.max_attempts, desc="user actions (try {try})",
-                                  progress=self.progress)
-        self.errors += [e for p in parsed for e in p.errors]
-        return [p.value for p in parsed]
+        return ask_until_parsed(self.backend, len(views), request, lambda _i, text: parse_action(text),
+                                max_attempts=self.max_attempts, desc="user actions (try {try})",
+                                progress=self.progress)
 
 
 def read_gold(path: Path = GOLD_FILE) -> list[dict[str, Any]]:
@@ -109,8 +108,8 @@ def read_gold(path: Path = GOLD_FILE) -> list[dict[str, Any]]:
 
 def agreement(user: DialogueUser, gold: Sequence[dict[str, Any]]) -> dict[str, Any]:
     """Accuracy of ``user``'s actions against the gold actions, and its action counts."""
-    actions = user.act([UserView(g["intent"], tuple(g["asked"]), tuple(g["candidates"]), seed=i)
-                        for i, g in enumerate(gold)])
+    actions = [p.value for p in user.act([UserView(g["intent"], tuple(g["asked"]), tuple(g["candidates"]), seed=i)
+                                          for i, g in enumerate(gold)])]
     hits = sum(a == g["action"] for a, g in zip(actions, gold, strict=True))
     counts: dict[str, int] = {}
     for a in actions:

@@ -17,13 +17,12 @@ from datetime import date, datetime
 from pathlib import Path
 from typing import Any
 
-from convohub.hub import resolve_folder
 from convohub.reqap.engine.events import EventStore
 from convohub.reqap.engine.executor import REFERENCE_DATE
 
 __all__ = [
     "SPEC_ENV", "component_specs", "OBS_COLUMNS", "TRACE_HEADERS", "ask", "events_from_csv", "events_from_ics", "example_questions",
-    "export_space", "resolve_folder", "tree_markdown", "tree_picture"
+    "export_space", "tree_markdown", "tree_picture"
 ]
 
 SPACE_NAME = "reqap-demo"

@@ -86,12 +86,24 @@ def train_chats(train: Any, script_args: Any, training_args: Any, model_args: An
     return full
 
 
+def subset_seed(training_args: Any) -> int:
+    """The seed of :func:`subsample`'s subset: ``data_seed``, else ``seed``."""
+    return training_args.data_seed if training_args.data_seed is not None else training_args.seed
+
+
 def subsample(rows: Any, cap: int | None, training_args: Any) -> Any:
-    """At most ``cap`` rows, a seeded random subset (seed = ``data_seed``, else ``seed``)."""
+    """At most ``cap`` rows, a seeded random subset (seed :func:`subset_seed`)."""
     if cap is None or cap >= len(rows):
         return rows
-    seed = training_args.data_seed if training_args.data_seed is not None else training_args.seed
-    return rows.shuffle(seed=seed).select(range(cap))
+    return rows.shuffle(seed=subset_seed(training_args)).select(range(cap))
+
+
+def held_out(rows: Any, cap: int | None, seed: int, n: int) -> Any:
+    """Up to ``n`` rows that :func:`subsample` with ``cap`` and ``seed`` left out (none when it kept every
+    row): the same permutation, read past the subset."""
+    if cap is None or cap >= len(rows):
+        return rows.select([])
+    return rows.shuffle(seed=seed).select(range(cap, min(len(rows), cap + n)))
 
 
 def card_training_values(record: Mapping[str, Any], *extra: str) -> dict[str, Any]:

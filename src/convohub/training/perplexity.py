@@ -11,7 +11,12 @@ from typing import Any
 
 def perplexity(model: Any, tokenizer: Any, texts: Sequence[str], *, max_length: int = 512,
                batch_size: int = 8) -> float:
-    """exp(mean negative log-likelihood per predicted token) over ``texts`` (padding excluded)."""
+    """exp(mean negative log-likelihood per predicted token) over ``texts`` (padding excluded).
+
+    The batch goes to the model's device (a generation backend's model may sit on a GPU); a tokenizer that
+    pads on the left, as the backend's does, scores as one padding right (transformers derives the positions
+    from the attention mask).
+    """
     import torch
 
     if not texts:
@@ -21,7 +26,7 @@ def perplexity(model: Any, tokenizer: Any, texts: Sequence[str], *, max_length: 
     pad_id = tokenizer.pad_token_id if tokenizer.pad_token_id is not None else tokenizer.eos_token_id
     for start in range(0, len(texts), batch_size):
         batch = tokenizer(list(texts[start:start + batch_size]), return_tensors="pt", padding=True,
-                          truncation=True, max_length=max_length, add_special_tokens=False)
+                          truncation=True, max_length=max_length, add_special_tokens=False).to(model.device)
         labels = batch["input_ids"].clone()
         labels[batch["attention_mask"] == 0] = -100
         with torch.no_grad():

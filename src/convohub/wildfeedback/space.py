@@ -13,9 +13,6 @@ from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
-# the app parses pasted conversations with the shared transcript reader, under this module's old name
-from convohub.conversations.transcript import parse_transcript as parse_conversation  # noqa: F401
-
 SPACE_NAME = "wildfeedback-explorer"
 EXAMPLE = """User: Write a short poem about the sea.
 Assistant: The sea is big and blue, it is wet and cold, and it is very old, and the sea is very big.

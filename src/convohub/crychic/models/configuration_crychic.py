@@ -32,8 +32,6 @@ from transformers.configuration_utils import SubConfigSpec
 IFQC_LABELS = ("explicit", "implicit")
 SIMPLIFIER_LABELS = ("polite", "information", "instruction")
 JUDGE_ARCHITECTURES = ("bi", "cross")
-JUDGE_POOLINGS = ("first", "mean")
-JUDGE_PAIR_FEATURES = ("paper", "paper+product")
 
 
 def is_custom_encoder(fields: dict[str, Any]) -> bool:
@@ -181,18 +179,8 @@ class CrychicFollowUpJudgeConfig(CrychicEncoderConfig):
     default_hidden_sizes: ClassVar[tuple[int, ...]] = (1024, 512, 256, 64, 16)
     architecture: str = "bi"
     turn_max_tokens: int = 512
-    #: how a text becomes one vector: ``first`` token (the paper's gte encoders are trained with CLS pooling)
-    #: or the attention-masked ``mean`` of the tokens (how sentence-transformers pools all-MiniLM-L6-v2)
-    pooling: str = "first"
-    #: the bi-encoder head's input: ``paper`` ``[history; prompt; history - prompt]``, or ``paper+product``
-    #: with ``history * prompt`` appended (a dot product the head can sum directly, as sentence-pair heads do)
-    pair_features: str = "paper"
 
     def __post_init__(self, **kwargs):
         super().__post_init__(**kwargs)
         if self.architecture not in JUDGE_ARCHITECTURES:
             raise ValueError(f"architecture must be one of {JUDGE_ARCHITECTURES}, got {self.architecture!r}")
-        if self.pooling not in JUDGE_POOLINGS:
-            raise ValueError(f"pooling must be one of {JUDGE_POOLINGS}, got {self.pooling!r}")
-        if self.pair_features not in JUDGE_PAIR_FEATURES:
-            raise ValueError(f"pair_features must be one of {JUDGE_PAIR_FEATURES}, got {self.pair_features!r}")

@@ -257,8 +257,7 @@ class CrychicFollowUpJudgeModel(CrychicPreTrainedModel):
     def __init__(self, config: CrychicFollowUpJudgeConfig):
         super().__init__(config)
         self.encoder = self._build_encoder(config)
-        parts = 1 if config.architecture != "bi" else 3 + (config.pair_features == "paper+product")
-        width = config.encoder_hidden_size * parts
+        width = config.encoder_hidden_size * (3 if config.architecture == "bi" else 1)
         self.head = CrychicMLPHead(width, config.head_hidden_sizes, 1, config.head_dropout)
         self.post_init()
 
@@ -268,24 +267,15 @@ class CrychicFollowUpJudgeModel(CrychicPreTrainedModel):
 
     def embed(self, input_ids: torch.Tensor, attention_mask: torch.Tensor | None = None,
               token_type_ids: torch.Tensor | None = None) -> torch.Tensor:
-        """One vector per text (first-token hidden state, or the mean over the real tokens with
-        ``config.pooling == "mean"``): what the pipeline stores for every turn."""
-        hidden = self.encode(input_ids, attention_mask, token_type_ids)
-        if self.config.pooling == "first":
-            return hidden[:, 0]
-        mask = (attention_mask if attention_mask is not None else torch.ones_like(input_ids)).unsqueeze(-1)
-        mask = mask.to(hidden.dtype)
-        return (hidden * mask).sum(1) / mask.sum(1).clamp(min=1.0)
+        """One vector per text (first-token hidden state): what the pipeline stores for every turn."""
+        return self.encode(input_ids, attention_mask, token_type_ids)[:, 0]
 
     def score_embeddings(self, history: torch.Tensor, prompt: torch.Tensor) -> torch.Tensor:
         """Bi-encoder logits for stored history embeddings against prompt embeddings (broadcast over batch)."""
         if not self.is_bi_encoder:
             raise ValueError("score_embeddings needs architecture='bi'; a cross-encoder scores text pairs")
         history, prompt = torch.broadcast_tensors(history, prompt)
-        features = [history, prompt, history - prompt]
-        if self.config.pair_features == "paper+product":
-            features.append(history * prompt)
-        return self.head(torch.cat(features, dim=-1)).squeeze(-1)
+        return self.head(torch.cat([history, prompt, history - prompt], dim=-1)).squeeze(-1)
 
     def forward(self, input_ids: torch.Tensor | None = None, attention_mask: torch.Tensor | None = None,
                 token_type_ids: torch.Tensor | None = None, history_input_ids: torch.Tensor | None = None,

@@ -1,0 +1,35 @@
+"""Held-out perplexity (convohub.training.perplexity): the same number whichever side the tokenizer pads, and
+the same as scoring each text alone, so a generation backend's left-padding tokenizer can measure it."""
+
+from __future__ import annotations
+
+import math
+
+import pytest
+
+
+@pytest.fixture(scope="module")
+def tiny() -> tuple:
+    from transformers import AutoModelForCausalLM, AutoTokenizer
+
+    from convohub.training.models import resolve_model
+
+    path = resolve_model("convohub-tiny:causal")
+    return AutoModelForCausalLM.from_pretrained(path), AutoTokenizer.from_pretrained(path)
+
+
+def test_padding_side_and_batching_do_not_change_perplexity(tiny: tuple) -> None:
+    from convohub.training.perplexity import perplexity
+
+    model, tokenizer = tiny
+    if tokenizer.pad_token is None:
+        tokenizer.pad_token = tokenizer.eos_token
+    texts = ["user: hello there\nassistant: hi", "user: a much longer question about the weather in spring time"]
+    scores = {}
+    for side in ("left", "right"):
+        tokenizer.padding_side = side
+        scores[side] = perplexity(model, tokenizer, texts, batch_size=2)
+    alone = [perplexity(model, tokenizer, [t], batch_size=1) for t in texts]
+    assert math.isfinite(scores["left"]) and scores["left"] > 1
+    assert scores["left"] == pytest.approx(scores["right"], rel=2e-3)  # float noise of masked attention only
+    assert min(alone) <= scores["left"] <= max(alone)  # a token-weighted mean of the two
