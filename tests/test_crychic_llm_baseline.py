@@ -18,6 +18,7 @@ from _replies import Replies
 from convohub.crychic.llm_baseline import (
     DIGITS,
     LABELS,
+    LLM_THRESHOLD,
     LLMBaseline,
     distribution,
     expected_score,
@@ -104,7 +105,9 @@ def test_parsers_read_the_first_allowed_answer() -> None:
     probabilities = distribution(_likelihood_text(values), DIGITS)
     total = sum(math.exp(v) for v in values.values())
     assert probabilities == pytest.approx({d: math.exp(v) / total for d, v in values.items()})
-    assert expected_score(probabilities) == pytest.approx(sum(int(d) * p for d, p in probabilities.items()))
+    # digits 0-3 share e^-9 each, 4 gets e^-0.1, 5 gets e^-1: the expectation is about 4.29
+    expected = (6 * math.exp(-9.0) + 4 * math.exp(-0.1) + 5 * math.exp(-1.0)) / total
+    assert expected_score(probabilities) == pytest.approx(expected) and 4.28 < expected < 4.30
     assert distribution("4", DIGITS) is None  # a generated answer carries no distribution
 
 
@@ -193,3 +196,8 @@ def test_likelihood_baseline_runs_on_a_local_model(local: Any) -> None:
     assert builder.parents[0] == -1 and all(p == -1 or 0 <= p < t for t, p in enumerate(builder.parents))
     assert make.unparsed == {}  # every likelihood answer is an allowed one
     assert all(d.module == "llm" for d in builder.decisions[1:])
+    for d in builder.decisions[1:]:  # each parent follows from the label and score the model gave, as the paper's rules say
+        assert d.label in LABELS and d.score is not None and d.parent == builder.parents[d.turn_index]
+        expected = {"llm-information": d.turn_index - 1, "llm-polite": -1, "llm-root": -1}.get(d.rule, d.parent)
+        assert d.parent == expected and (d.rule != "llm-parent" or (d.parent >= 0 and d.score >= LLM_THRESHOLD))
+        assert d.rule != "llm-root" or d.score < LLM_THRESHOLD

@@ -154,11 +154,14 @@ def test_space_shows_the_simulator_beside_the_visitor(release_root: Path) -> Non
         table, history, state = client.predict(module.EXAMPLE_INTENT, module.EXAMPLE_QUESTION, api_name="/start")
         rows = table["data"]
         assert [r[0] for r in rows] == ["SQ1", "SQ2", "SQ3", "SQ4"] and all(r[1].endswith("?") and r[3] for r in rows)
-        text, chart, _, history, _ = client.predict("none helps", state, api_name="/choose")
+        text, chart, _, history, state = client.predict("none helps", state, api_name="/choose")
         assert text.startswith("You chose: none helps. The simulator predicted:")
         bars = chart["data"]
         assert len(bars) == 6 and sum(b[1] for b in bars) == pytest.approx(1.0, abs=1e-3)
-        assert "turn 1" in history
+        # the choice is recorded as the first turn of the dialogue the page keeps, and shown in its history
+        assert f"- turn 1 (query: {module.EXAMPLE_QUESTION}): none helps" in history
+        kept = json.loads(state)
+        assert [t["action"] for t in kept["turns"]] == ["none"] and kept["nones"] == 1 and kept["outcome"] is None
 
 
 def test_rerun_resumes_and_changes_nothing(release_root: Path) -> None:

@@ -78,7 +78,7 @@ def evaluate_generator(model_dir: Path, dataset_dir: Path, models: Mapping[str, 
 
 
 # ------------------------------------------------------------------------------------------------ card
-def _metric(dataset_id: str, task: str, key: str, name: str, value: float) -> Any:
+def _metric(dataset_id: str, task: str, name: str, value: float) -> Any:
     from huggingface_hub import EvalResult
 
     from convohub.promise.dataset import TASK_CONFIG
@@ -123,8 +123,8 @@ def encoder_card(card: CardInput) -> CardValues:
     info = ModelCardInfo(
         license="apache-2.0", pipeline_tag="text-classification", base_model=base_model,
         datasets=(card.dataset_id,), tags=("convohub", "promise", "user-simulation", task), library_name="transformers",
-        results=(_metric(card.dataset_id, task, "macro_f1", f"{TASK_NAMES[task]} macro-F1", after["macro_f1"]),
-                 _metric(card.dataset_id, task, "micro_f1", f"{TASK_NAMES[task]} micro-F1", after["micro_f1"])))
+        results=(_metric(card.dataset_id, task, f"{TASK_NAMES[task]} macro-F1", after["macro_f1"]),
+                 _metric(card.dataset_id, task, f"{TASK_NAMES[task]} micro-F1", after["micro_f1"])))
     cv = r["cv"].get("scores")
     training = r["training"]
     steps = int(training.get("max_steps", -1))
@@ -153,7 +153,7 @@ def generator_card(card: CardInput) -> CardValues:
     info = ModelCardInfo(
         license="apache-2.0", pipeline_tag="text-generation", base_model=base_model, datasets=(card.dataset_id,),
         tags=("convohub", "promise", "user-simulation", "lora"), library_name="transformers",
-        results=tuple(_metric(card.dataset_id, t, k, f"{TASK_NAMES[t]} {k.replace('_f1', '-F1')}", after[t][k])
+        results=tuple(_metric(card.dataset_id, t, f"{TASK_NAMES[t]} {k.replace('_f1', '-F1')}", after[t][k])
                       for t in ("task1", "task2") for k in ("macro_f1", "micro_f1")))
     training = r["training"]
     lora = training.get("lora") or {}

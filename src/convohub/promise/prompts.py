@@ -21,9 +21,12 @@ trusting. The structure follows the paper's appendix (Tables 6, 8, 9, 11); the w
 from __future__ import annotations
 
 import re
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
+from typing import TypeVar
 
 from convohub.llm import ChatRequest
+
+T = TypeVar("T")
 
 # ------------------------------------------------------------------------------------------------ words
 _WORD = re.compile(r"[a-z0-9$]+(?:[.,'\-][a-z0-9]+)*")
@@ -146,16 +149,16 @@ def sample_block(query: str, qas: Sequence[tuple[str, str]]) -> str:
     return "\n".join(lines)
 
 
-def fit_examples(blocks: Sequence[str], budget_tokens: int) -> list[str]:
-    """As many of the most recent example blocks as fit ``budget_tokens`` (estimated), oldest first."""
-    kept: list[str] = []
+def fit_recent(items: Sequence[T], cost: Callable[[T], int], budget_tokens: int) -> list[T]:
+    """As many of the most recent ``items`` (sample blocks, or (answer, question) pairs) as fit
+    ``budget_tokens`` by their estimated ``cost``, oldest first."""
+    kept: list[T] = []
     used = 0
-    for block in reversed(blocks):
-        cost = estimate_tokens(block)
-        if used + cost > budget_tokens:
+    for item in reversed(items):
+        if used + cost(item) > budget_tokens:
             break
-        kept.insert(0, block)
-        used += cost
+        kept.insert(0, item)
+        used += cost(item)
     return kept
 
 
@@ -189,19 +192,6 @@ def qg_request(answer: str, examples: Sequence[tuple[str, str]] = (), *, seed: i
                      {"role": "assistant", "content": f"Question: {question}"}]
     messages.append({"role": "user", "content": f"Sentence: {answer}"})
     return ChatRequest(messages=messages, max_new_tokens=24, temperature=temperature, seed=seed)
-
-
-def fit_pairs(pairs: Sequence[tuple[str, str]], budget_tokens: int) -> list[tuple[str, str]]:
-    """As many of the most recent (answer, question) pairs as fit ``budget_tokens`` (estimated), oldest first."""
-    kept: list[tuple[str, str]] = []
-    used = 0
-    for pair in reversed(pairs):
-        cost = estimate_tokens(" ".join(pair)) + 4
-        if used + cost > budget_tokens:
-            break
-        kept.insert(0, pair)
-        used += cost
-    return kept
 
 
 def sqa_request(query: str, snippet: str, examples: Sequence[str] = (), *, seed: int | None = None,

@@ -24,16 +24,17 @@ from __future__ import annotations
 
 import random
 import time
-from collections.abc import Callable, Sequence
+from collections.abc import Sequence
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
 
+from convohub.llm import ask_until_parsed
 from convohub.promise.prompts import (
     ANSWER_MODES,
     answer_sentence,
-    fit_examples,
-    fit_pairs,
+    estimate_tokens,
+    fit_recent,
     intent_request,
     parse_intent,
     parse_question,
@@ -139,13 +140,6 @@ def _seed(*parts: Any) -> int:
     return int(digest(list(parts))[:8], 16)
 
 
-def _ask(backend: Any, n: int, request: Callable[[int, int], Any], parse: Callable[[int, str], Any],
-         attempts: int, desc: str, progress: bool) -> list[Any]:
-    from convohub.llm import ask_until_parsed
-
-    return ask_until_parsed(backend, n, request, parse, max_attempts=attempts, desc=desc, progress=progress)
-
-
 def setup_dialogues(backend: Any, topics: Sequence[Topic], settings: LoopSettings, report: Report,
                     progress: bool = False) -> list[State]:
     """Topic -> intent -> initial question for ``settings.n_dialogues`` dialogues (topics cycled in a seeded
@@ -163,9 +157,8 @@ def setup_dialogues(backend: Any, topics: Sequence[Topic], settings: LoopSetting
         return intent_request(states[i].topic.topic, temperature=0.7 if sampled else 0.0,
                               seed=_seed(settings.seed, "intent", occurrence, attempt) if sampled else None)
 
-    intents = _ask(backend, len(states), intent,
-                   lambda i, text: parse_intent(text, states[i].topic.topic), settings.setup_attempts,
-                   "intents (try {try})", progress)
+    intents = ask_until_parsed(backend, len(states), intent, lambda i, text: parse_intent(text, states[i].topic.topic),
+                               max_attempts=settings.setup_attempts, desc="intents (try {try})", progress=progress)
     report.add("intent", intents)
     for state, parsed in zip(states, intents, strict=True):
         if parsed.value is None:
@@ -173,12 +166,13 @@ def setup_dialogues(backend: Any, topics: Sequence[Topic], settings: LoopSetting
         else:
             state.intent = parsed.value
     live = [s for s in states if s.active]
-    questions = _ask(backend, len(live),
-                     lambda i, a: question_request(live[i].topic.topic, live[i].intent,
-                                                   seed=_seed(settings.seed, "question", a) if a else None,
-                                                   temperature=0.0 if a == 0 else 0.7),
-                     lambda i, text: parse_question(text, live[i].topic.topic), settings.setup_attempts,
-                     "initial questions (try {try})", progress)
+    questions = ask_until_parsed(backend, len(live),
+                                 lambda i, a: question_request(live[i].topic.topic, live[i].intent,
+                                                               seed=_seed(settings.seed, "question", a) if a else None,
+                                                               temperature=0.0 if a == 0 else 0.7),
+                                 lambda i, text: parse_question(text, live[i].topic.topic),
+                                 max_attempts=settings.setup_attempts, desc="initial questions (try {try})",
+                                 progress=progress)
     report.add("initial_question", questions)
     for state, parsed in zip(live, questions, strict=True):
         if parsed.value is None:
@@ -195,9 +189,9 @@ def _examples(state: State, settings: LoopSettings) -> Any:
     if settings.answers == "llm":
         blocks = [sample_block(t["retrieval_query"], [(qa["question"], qa["answer"]) for qa in t["suggested_qas"]])
                   for t in state.turns]
-        return fit_examples(blocks, settings.context_tokens)
+        return fit_recent(blocks, estimate_tokens, settings.context_tokens)
     pairs = [(qa["answer"], qa["question"]) for t in state.turns for qa in t["suggested_qas"]]
-    return fit_pairs(pairs, settings.context_tokens)
+    return fit_recent(pairs, lambda pair: estimate_tokens(" ".join(pair)) + 4, settings.context_tokens)
 
 
 def agent_turn(backend: Any, retriever: SnippetRetriever, states: Sequence[State], settings: LoopSettings,
@@ -249,8 +243,8 @@ def agent_turn(backend: Any, retriever: SnippetRetriever, states: Sequence[State
         accepted[d].append(question)
         return question, answer, index
 
-    parsed = _ask(backend, len(items), request, parse, settings.sqa_attempts, "suggested questions (try {try})",
-                  progress)
+    parsed = ask_until_parsed(backend, len(items), request, parse, max_attempts=settings.sqa_attempts,
+                              desc="suggested questions (try {try})", progress=progress)
     report.add("sqa", parsed)
     turns: list[dict[str, Any] | None] = []
     for d, state in enumerate(states):

@@ -34,8 +34,8 @@ def new_state(intent: str, question: str) -> dict[str, Any]:
     intent, question = (intent or "").strip(), (question or "").strip()
     if not intent or not question:
         raise ValueError("state an intent and a first question")
-    return {"intent": intent, "initial_question": question, "queries": [question], "query": question, "turns": [],
-            "nones": 0, "outcome": None, "pending": None}
+    return _store(State("space", Topic("space", "", ""), 0, intent=intent, initial_question=question,
+                        queries=[question], query=question), None)
 
 
 def _as_state(data: dict[str, Any]) -> State:
