@@ -91,7 +91,7 @@ class AQAExplorer:
         scores = answer.scores or [None] * n
         ranked = list(dict.fromkeys(j for j in answer.ranking if 0 <= j < n))
         rows = [[place if j in ranked else "-", question.options[j],
-                 None if scores[j] is None else round(float(scores[j]), 4), question.weights[j]]
+                 None if scores[j] is None else round(float(scores[j]), 4), round(float(question.weights[j]), 4)]
                 for place, j in enumerate([*ranked, *(j for j in range(n) if j not in ranked)], start=1)]
         evidence = []
         if answer.doc_ids:
