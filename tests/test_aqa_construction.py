@@ -79,9 +79,14 @@ def test_datatrove_corpus_drops_near_duplicates_long_conversations_and_inactive_
     ("Donald Trump", "donald  trump", "Public Figure", 1),
     ("The Weeknd", "Weeknd", "Public Figure", 2),
 ])
-def test_each_merge_rule(a: str, b: str, category: str, rule: int) -> None:
-    merged = keywords.merge_names({a: 1, b: 1, "Minecraft": 1}, category)  # the rule under test joins a and b
+def test_each_merge_rule(a: str, b: str, category: str, rule: int, monkeypatch: pytest.MonkeyPatch) -> None:
+    merged = keywords.merge_names({a: 1, b: 1, "Minecraft": 1}, category)
     assert merged[a] == merged[b] and merged["Minecraft"] == "Minecraft"
+    if rule > 1:  # rule 1 (the same normalised name) always applies; any other is what joined a and b
+        for name in ("RULES", "PUBLIC_FIGURE_RULES"):
+            monkeypatch.setattr(keywords, name, tuple(r for r in getattr(keywords, name) if r != rule))
+        apart = keywords.merge_names({a: 1, b: 1}, category)
+        assert apart[a] != apart[b]
 
 
 @pytest.mark.parametrize(("a", "b"), [

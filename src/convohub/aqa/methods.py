@@ -100,13 +100,12 @@ def random_rankings(questions: Sequence[Question], seed: int = 0) -> list[Answer
 
 def bm25_rankings(questions: Sequence[Question], seed: int = 0) -> list[Answer]:
     """Options ranked by BM25 against the question (the ten options are the corpus; English stopwords)."""
-    import bm25s
+    from convohub.bm25 import english_index, english_query_tokens
 
     out = []
     for q in questions:
-        retriever = bm25s.BM25()
-        retriever.index(bm25s.tokenize(list(q.options), stopwords="en", show_progress=False), show_progress=False)
-        tokens = bm25s.tokenize([q.question], stopwords="en", return_ids=False, show_progress=False)[0]
+        retriever = english_index(q.options)
+        [tokens] = english_query_tokens([q.question])
         scores = np.asarray(retriever.get_scores(tokens)) if tokens else np.zeros(len(q.options))
         out.append(Answer(rank_scores(scores, q, seed), scores=[float(s) for s in scores]))
     return out

@@ -354,5 +354,3 @@ def run_pipeline(rows: Iterable[Mapping[str, Any]], settings: Settings, work: Pa
 def _proposal(conversations: Sequence[Mapping[str, Any]], settings: Settings, work: Path) -> tuple[list, dict]:
     result = propose(conversations, settings, work)
     return result.questions, result.report
-
-

@@ -84,5 +84,3 @@ def load_corpus(dataset_dir: str | Path, context: str = "summary") -> list[dict[
             raise ValueError(f"{config}/train row {i}: missing field 'timestamp'")
         row["timestamp"] = parse_timestamp(row["timestamp"], f"{config}/train row {i} ({row.get('hash')})")
     return rows
-
-

@@ -39,6 +39,7 @@ from typing import Any, Literal
 import numpy as np
 
 from convohub.aqa.chunking import MAX_TOKENS, OVERLAP, chunk_text, render_conversation
+from convohub.bm25 import english_index, english_query_tokens
 
 #: PROBE uses at most this many generated queries (the authors' ``MAX_QUERY``).
 MAX_QUERIES = 10
@@ -203,7 +204,7 @@ class RetrievalIndex:
                                 count=len(documents)),
                     [d.country for d in documents], [d.user_name for d in documents], embeddings)
         if with_bm25:
-            index.bm25 = bm25_index(list(index.texts))
+            index.bm25 = english_index(index.texts)
         return index
 
     # ------------------------------------------------------------------ filtering
@@ -286,11 +287,9 @@ class RetrievalIndex:
             raise ValueError("this index has no BM25 index: build it with with_bm25=True")
         if k < 1:
             raise ValueError(f"k must be positive, got {k}")
-        import bm25s
-
         lo, hi, local = self.candidates(filters)
         rows = np.arange(lo, hi) if local is None else lo + local
-        tokens = bm25s.tokenize(list(queries), stopwords="en", return_ids=False, show_progress=False)
+        tokens = english_query_tokens(queries)
         results = []
         for query_tokens in tokens:
             scores = np.asarray(self.bm25.get_scores(query_tokens))[rows] if query_tokens else np.zeros(len(rows))
@@ -397,14 +396,6 @@ def blas_limit(threads: int | None) -> Any:
         from contextlib import nullcontext
         return nullcontext()
     return _threadpools().limit(limits=threads, user_api="blas")
-
-
-def bm25_index(texts: list[str]) -> Any:
-    import bm25s
-
-    retriever = bm25s.BM25()
-    retriever.index(bm25s.tokenize(texts, stopwords="en", show_progress=False), show_progress=False)
-    return retriever
 
 
 def _top_k(scores: np.ndarray, k: int) -> np.ndarray:

@@ -31,8 +31,8 @@ def local_models(hub: Path, namespace: str = DEFAULT_NAMESPACE, profile: str = "
         where = "no release" if not Path(hub).is_dir() else "the release lacks " + ", ".join(missing)
         raise ModelsNotFound(
             f"{where} at {hub} (looked for {', '.join(repo_names(profile).values())} under "
-            f"{Path(hub) / 'models' / namespace}). Make them with `convohub release --only crychic --out {hub}` "
-            "(about 5 minutes on 2 CPU cores), point --hub at the folder a release wrote, or pass --namespace ORG "
+            f"{Path(hub) / 'models' / namespace}). Make them with `convohub release --only crychic --out {hub}`, "
+            "point --hub at the folder a release wrote, or pass --namespace ORG "
             "to download ORG's published models from the Hub")
     return folders
 

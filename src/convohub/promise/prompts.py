@@ -155,10 +155,10 @@ def fit_recent(items: Sequence[T], cost: Callable[[T], int], budget_tokens: int)
     kept: list[T] = []
     used = 0
     for item in reversed(items):
-        if used + cost(item) > budget_tokens:
+        used += cost(item)
+        if used > budget_tokens:
             break
         kept.insert(0, item)
-        used += cost(item)
     return kept
 
 
@@ -256,6 +256,8 @@ USER_INSTRUCTION = ("You are a user with an intent. You have asked some question
                     "four more. If the questions asked so far already cover the intent, reply done. Otherwise reply "
                     "with the number of the suggested question that helps most with the intent, or none if no "
                     "suggested question helps. Reply with one word: 1, 2, 3, 4, none or done.")
+
+
 def user_prompt(intent: str, asked: Sequence[str], candidates: Sequence[str]) -> str:
     """The user message of the action prompt (Table 11's fields, without the explanation)."""
     return (f"Intent: {intent}\nQuestions asked so far:\n" + "\n".join(f"- {q}" for q in asked)

@@ -18,6 +18,8 @@ from functools import lru_cache
 from pathlib import Path
 from typing import Any, Protocol
 
+from convohub.bm25 import english_index, english_query_tokens
+
 DEFAULT_COLLECTION = Path(__file__).resolve().parents[1] / "data" / "promise_passages.json"
 
 
@@ -96,25 +98,22 @@ class BM25Retriever:
     """BM25 (bm25s, English stopwords) over a passage collection; passages without a query term are left out."""
 
     def __init__(self, collection: PassageCollection | None = None) -> None:
-        from convohub.aqa.retrieval import bm25_index  # WildChat-AQA's bm25s index, English stop words
-
         self.collection = collection or default_collection()
         if not self.collection.passages:
             raise ValueError(f"passage collection {self.collection.name!r} is empty")
-        self._index: Any = bm25_index([p.text for p in self.collection.passages])
+        self._index: Any = english_index([p.text for p in self.collection.passages])
 
     @property
     def name(self) -> str:
         return f"bm25s:{self.collection.name}"
 
     def search(self, queries: Sequence[str], k: int) -> list[list[Passage]]:
-        import bm25s
         import numpy as np
 
         if k < 1:
             raise ValueError(f"k must be positive, got {k}")
         out = []
-        for query in bm25s.tokenize(list(queries), stopwords="en", return_ids=False, show_progress=False):
+        for query in english_query_tokens(queries):
             scores = np.asarray(self._index.get_scores(query)) if query else np.zeros(len(self.collection))
             order = [int(i) for i in np.argsort(-scores, kind="stable")[:k] if scores[i] > 0]
             out.append([self.collection.passages[i] for i in order])
