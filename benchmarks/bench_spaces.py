@@ -16,8 +16,8 @@ page data, not SmolLM2's generation (the warm-up's seconds are that).
 
 Run: ``python benchmarks/bench_spaces.py [--clients 50] [--deadline 300] [--only corpus reqap crychic ...]``
 (about 80 seconds on two CPU cores for the nine Spaces of 2026-11-25). Measured 2026-11-25 on 2 shared
-cores: 0 errors on those nine Spaces, p95 2.9-4.8 s (the CRyCHIc, ProMISe and WildChat-AQA Spaces joined
-later and have not been measured yet); ``--clients 200`` overflows the 128-place queue (67 "Queue is full" errors on ndcg), which
+cores: 0 errors on those nine Spaces, p95 2.9-4.8 s; 2026-11-26, quiet cores, ``--only crychic promise
+wildchat_aqa`` (32 s): 0 errors, p50 2.19-2.52 s, p95 2.35-2.72 s; ``--clients 200`` overflows the 128-place queue (67 "Queue is full" errors on ndcg), which
 shows the bound holds and that this benchmark can fail.
 """
 

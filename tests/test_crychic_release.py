@@ -82,6 +82,9 @@ def test_a_folder_without_the_training_runs_scores_is_scored_again_alike(release
     for side in ("before", "after"):
         assert rescored[side]["accuracy"] == pytest.approx(run[side]["accuracy"], abs=1e-6)
         assert rescored[side]["f1_macro"] == pytest.approx(run[side]["f1_macro"], abs=1e-6)
+        # the recipe's hand-written follow-ups too
+        assert rescored["gold"][side]["accuracy"] == pytest.approx(run["gold"][side]["accuracy"], abs=1e-6)
+        assert rescored["gold"][side]["examples"] == run["gold"][side]["examples"] >= 60
 
 
 @pytest.mark.parametrize("task", TASKS)
@@ -112,6 +115,11 @@ def test_models_load_and_cards_carry_the_measured_before_and_after(release_root:
     metrics = {m["name"]: m["value"] for r in meta["model-index"][0]["results"] for m in r["metrics"]}
     assert metrics[f"Held-out accuracy ({task})"] == after["accuracy"]
     assert ("## Chat-tree reconstruction" in body) == (task == "judge")
+    gold = measured.get("gold")
+    assert (gold is not None) == (task == "ifqc") == ("| metric (hand-written set) |" in body)
+    if gold:
+        assert f"| accuracy | {gold['before']['accuracy']} | {gold['after']['accuracy']} |" in body
+        assert f"{gold['after']['examples']} follow-ups written by hand" in body
 
 
 def test_judge_card_has_the_reconstruction_table(release_root: Path) -> None:

@@ -84,6 +84,16 @@ def test_ifqc_script_end_to_end(data_dir: Path, tmp_path: Path) -> None:
     out = tmp_path / "ifqc"
     results = _train("ifqc", data_dir, out)
     _check_results(results, out, "ifqc", heldout_units=2)
+    # the recipe's gold_eval: the hand-written follow-ups scored before and after, with both classes counted
+    from convohub.crychic.ifqc_data import load_ifqc_gold
+
+    gold = load_ifqc_gold()
+    assert results["gold"]["file"] == "convohub/data/crychic_ifqc_gold.jsonl"
+    for side in ("before", "after"):
+        scored = results["gold"][side]
+        assert scored["examples"] == len(gold)
+        assert scored["units_implicit"] == sum(g["label"] == "implicit" for g in gold)
+        assert scored["units_explicit"] == sum(g["label"] == "explicit" for g in gold)
     p = ModelFollowUpClassifier(out).implicit_probability("Continue.")
     assert 0.0 <= p <= 1.0
     assert (out / "modeling_crychic.py").is_file()  # code saved for trust_remote_code
@@ -113,6 +123,16 @@ def test_judge_script_end_to_end(data_dir: Path, tmp_path: Path, architecture: s
     turn = StoredTurn(0, "Write a poem.", "Roses are red.", -1)
     turn.embedding = judge.embed_turn(turn.prompt, turn.response)
     assert len(judge.scores("Make it shorter.", [turn])) == 1
+
+
+def test_gold_eval_is_an_ifqc_only_setting() -> None:
+    from convohub.crychic.training import gold_rows
+
+    args, _ = make_parser().parse_args_and_config(["--model_name_or_path", ENCODER, "--gold_eval", "true",
+                                                   "--output_dir", "/tmp/unused"])
+    assert len(gold_rows("ifqc", args) or []) >= 60
+    with pytest.raises(ValueError, match="only the IFQC"):
+        gold_rows("simplifier", args)
 
 
 def test_architecture_is_a_judge_only_setting() -> None:

@@ -164,6 +164,34 @@ def test_hand_labelled_sentences_are_valid_balanced_and_not_from_the_generator()
     assert not [g["sentence"] for g in gold if len(g["sentence"]) > 20 and g["sentence"] in corpus]
 
 
+def test_hand_written_follow_ups_are_valid_balanced_and_new() -> None:
+    """The IFQC's hand-written test set: both classes well represented, all three templates, no sentence the
+    sample generator writes, no copy of a synthesis example."""
+    from convohub.conversations import generate_wildchat_sample
+
+    gold = ifqc.load_ifqc_gold()
+    counts = Counter(g["label"] for g in gold)
+    assert len(gold) >= 60 and min(counts.values()) >= 30
+    assert set(Counter(g["template"] for g in gold)) == set(ifqc.TEMPLATES)
+    keys = [ifqc.dedup_key(g["text"]) for g in gold]
+    assert len(set(keys)) == len(keys)
+    shown = {ifqc.dedup_key(answer) for shots in ifqc.EXAMPLES.values() for _, answer in shots}
+    assert not set(keys) & shown
+    corpus = {ifqc.dedup_key(m["content"]) for row in generate_wildchat_sample(n_users=10, seed=0)
+              for m in row["conversation"] if m["role"] == "user"}
+    assert not set(keys) & corpus
+
+
+def test_ifqc_gold_loader_rejects_bad_rows(tmp_path: Path) -> None:
+    bad = tmp_path / "gold.jsonl"
+    bad.write_text(json.dumps({"id": "a", "text": "Go on.", "label": "explicit", "template": "implicit"}) + "\n")
+    with pytest.raises(ValueError, match="line 1: template 'implicit' with label 'explicit'"):
+        ifqc.load_ifqc_gold(bad)
+    bad.write_text(json.dumps({"id": "a", "text": "Go on.", "label": "implicit"}) + "\n")
+    with pytest.raises(ValueError, match="keys must be"):
+        ifqc.load_ifqc_gold(bad)
+
+
 def test_gold_loader_rejects_bad_rows(tmp_path: Path) -> None:
     bad = tmp_path / "gold.jsonl"
     bad.write_text(json.dumps({"id": "a", "sentence": "Hi.", "label": "greeting"}) + "\n")

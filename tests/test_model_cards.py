@@ -50,6 +50,8 @@ SAYS = {
                                     "0.250 | 0.500 | 0.750 | 0.600 |", "first 4 test conversations only (21 turns",
                                     "CRyCHIc scores 0.450 / 0.500 / 0.750 / 0.600",
                                     "found every one of its 107 weight tensors"],
+    ("crychic_ifqc", "tiny", ""): ["| metric (hand-written set) | before training | after training |",
+                                   "| accuracy | 0.5 | 0.9881 |", "`convohub/data/crychic_ifqc_gold.jsonl`: 84 follow-ups"],
     ("crychic_judge", "paper", ""): ["The paper's LLM baseline was not run: this release ran no LLM baseline step."],
     ("crychic_ifqc", "paper", ""): ["Base model: `FacebookAI/roberta-base`", "| accuracy | 0.4286 | 0.7857 |",
                                     "*after* is the saved model loaded with `from_pretrained(..., trust_remote_code"],

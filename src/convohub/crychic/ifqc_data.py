@@ -28,11 +28,13 @@ rejection is counted by reason, and cells that never produce a valid sentence ar
 
 from __future__ import annotations
 
+import json
 import re
 import time
 from collections import Counter
 from collections.abc import Sequence
 from dataclasses import asdict, dataclass
+from importlib import resources
 from pathlib import Path
 from typing import Any
 
@@ -41,6 +43,11 @@ from convohub.llm import ChatBackend, ChatRequest, ask_until_parsed
 from convohub.stages import cached, digest, stage
 
 TEMPLATES = ("implicit", "explicit", "new_topic")
+#: Hand-written follow-ups (implicit, explicit, new topic) in ``convohub/data``: the IFQC's test set beside the
+#: synthesised held-out rows. Written for convohub, not by an LLM nor by the sample generator, and on subjects
+#: beyond :data:`DOMAINS`, so it measures whether a classifier trained on SmolLM2's sentences carries over to
+#: the way people write follow-ups.
+GOLD_FILE = "crychic_ifqc_gold.jsonl"
 #: template -> IFQC class name (``CrychicIFQCConfig``'s labels)
 TEMPLATE_CLASS = {"implicit": "implicit", "explicit": "explicit", "new_topic": "explicit"}
 ENDINGS = {"question": "?", "statement": "."}
@@ -324,3 +331,24 @@ def build_ifqc_data(backend: ChatBackend, settings: IFQCSettings | None = None, 
                                                               synthesise(backend, settings, progress=progress),
                                                               strict=True)))
     return value["rows"], {**value["counts"], "produced_by": backend.name}
+
+
+def load_ifqc_gold(path: str | Path | None = None) -> list[dict[str, str]]:
+    """The hand-written follow-ups (``id``, ``text``, ``label`` = the IFQC class, ``template``), validated."""
+    name = GOLD_FILE if path is None else str(path)
+    if path is None:
+        text = resources.files("convohub").joinpath("data", GOLD_FILE).read_text(encoding="utf-8")
+    else:
+        text = Path(path).read_text(encoding="utf-8")
+    items = [json.loads(line) for line in text.splitlines() if line.strip()]
+    ids: set[str] = set()
+    for n, item in enumerate(items, 1):
+        if set(item) != {"id", "text", "label", "template"}:
+            raise ValueError(f"{name} line {n}: keys must be id, text, label, template; got {sorted(item)}")
+        if item["template"] not in TEMPLATES or item["label"] != TEMPLATE_CLASS[item["template"]]:
+            raise ValueError(f"{name} line {n}: template {item['template']!r} with label {item['label']!r}; "
+                             f"templates are {TEMPLATES}, labelled {TEMPLATE_CLASS}")
+        if item["id"] in ids:
+            raise ValueError(f"{name} line {n}: duplicate id {item['id']!r}")
+        ids.add(item["id"])
+    return items

@@ -98,6 +98,8 @@ def evaluate_heldout(task: str, model_dir: Path) -> dict[str, Any]:
     if "before" in measured and "after" in measured:
         results |= {"before": measured["before"], "after": measured["after"], "scored_by": "training run",
                     "reload": check_reload(model_dir)}
+        if measured.get("gold"):
+            results["gold"] = measured["gold"]
     else:
         results |= _score_heldout(task, model_dir, script, training)
     if measured:
@@ -111,17 +113,26 @@ def _score_heldout(task: str, model_dir: Path, script: Mapping[str, Any], traini
     the run held out."""
     from transformers import set_seed
 
-    from convohub.crychic.training import CrychicArguments, build_model, evaluate_rows, load_rows
+    from convohub.crychic.training import CrychicArguments, build_model, evaluate_rows, gold_rows, load_rows
 
     seed = int(training["seed"])
     rows = load_rows(script["dataset_path"], task, script["eval_split"], script["max_eval_examples"], seed)
     batch = int(training.get("per_device_eval_batch_size") or 32)
     known = set(CrychicArguments.__dataclass_fields__)
+    args = CrychicArguments(**{k: v for k, v in script.items() if k in known})
     set_seed(seed)  # the script seeds before building the model: the same fresh head
-    fresh, tokenizer = build_model(task, CrychicArguments(**{k: v for k, v in script.items() if k in known}))
+    fresh, tokenizer = build_model(task, args)
+    gold = gold_rows(task, args)
     before = evaluate_rows(task, fresh, tokenizer, rows, batch)
+    gold_before = evaluate_rows(task, fresh, tokenizer, gold, batch) if gold else None
     tokenizer, trained = load_trained(model_dir)
-    return {"before": before, "after": evaluate_rows(task, trained, tokenizer, rows, batch), "scored_by": "evaluation"}
+    out = {"before": before, "after": evaluate_rows(task, trained, tokenizer, rows, batch), "scored_by": "evaluation"}
+    if gold:
+        from convohub.crychic.ifqc_data import GOLD_FILE
+
+        out["gold"] = {"file": f"convohub/data/{GOLD_FILE}", "before": gold_before,
+                       "after": evaluate_rows(task, trained, tokenizer, gold, batch)}
+    return out
 
 
 def _conversation_cap() -> int | None:
@@ -292,8 +303,11 @@ def _llm_values(llm: Mapping[str, Any] | None) -> dict[str, Any]:
 
 
 def _before_after_rows(results: Mapping[str, Any]) -> str:
-    before, after = results["before"], results["after"]
-    keys = ["accuracy", "f1_macro"] + (["auc"] if results["task"] == "judge" else [])
+    return _rows(results["task"], results["before"], results["after"])
+
+
+def _rows(task: str, before: Mapping[str, Any], after: Mapping[str, Any]) -> str:
+    keys = ["accuracy", "f1_macro"] + (["auc"] if task == "judge" else [])
     keys += sorted(k for k in after if k.startswith("recall_"))
     return "\n".join(f"| {k} | {before.get(k)} | {after.get(k)} |" for k in keys)
 
@@ -324,11 +338,16 @@ def card_values(card: CardInput) -> CardValues:
         "data_produced_by": train.get("data_produced_by") or "?",
         "steps": block(steps > 0, "smoke_steps"), "max_steps": steps,
         "reconstruction": block("reconstruction" in results, "reconstruction"),
+        "gold_set": block(bool(results.get("gold")), "gold_set"),
         "limitations": block(card.tiny, "limitations_tiny", "limitations_paper"),
         "ifqc_repo_id": card.target.repo_id(IFQC.repo_name(card.profile)),
         "simplifier_repo_id": card.target.repo_id(SIMPLIFIER.repo_name(card.profile)),
         "judge_repo_id": card.target.repo_id(JUDGE.repo_name(card.profile)),
     }
+    gold = results.get("gold")
+    if gold:
+        values |= {"gold_file": gold["file"], "gold_examples": gold["after"]["examples"],
+                   "gold_rows": _rows(task, gold["before"], gold["after"])}
     recon = results.get("reconstruction")
     if recon:
         llm = results.get("llm_baseline")

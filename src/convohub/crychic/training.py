@@ -53,6 +53,9 @@ class CrychicArguments:
     turn_max_tokens: int = field(default=512, metadata={"help": "judge only: tokens kept of each side of a turn"})
     max_train_examples: int | None = field(default=None, metadata={"help": "cap on training rows (seeded)"})
     max_eval_examples: int | None = field(default=None, metadata={"help": "cap on held-out rows (seeded)"})
+    gold_eval: bool = field(default=False, metadata={"help": "IFQC only: also score the hand-written follow-ups "
+                                                             "of convohub/data/crychic_ifqc_gold.jsonl before and "
+                                                             "after training"})
 
 
 def make_parser() -> Any:
@@ -212,6 +215,17 @@ def load_rows(dataset_path: str | Path, task: str, split: str, limit: int | None
     return seeded_sample(rows, limit, f"{task}/{split}/{seed}") if limit is not None else rows
 
 
+def gold_rows(task: str, args: CrychicArguments) -> list[dict[str, Any]] | None:
+    """The hand-written test rows the recipe asks for (``gold_eval``), or None."""
+    if not args.gold_eval:
+        return None
+    if task != "ifqc":
+        raise ValueError(f"gold_eval: only the IFQC has a hand-written test set; the {task} recipe must leave it off")
+    from convohub.crychic.ifqc_data import load_ifqc_gold
+
+    return load_ifqc_gold()
+
+
 # ------------------------------------------------------------------------------------------------ run
 def run(task: str, argv: Sequence[str] | None = None) -> dict[str, Any]:
     """Train ``task``'s model on a built training-data folder, measuring the held-out split before and after.
@@ -244,9 +258,11 @@ def run(task: str, argv: Sequence[str] | None = None) -> dict[str, Any]:
         raise ValueError(f"{args.dataset_path}: no {task} rows in split {args.train_split!r}")
     print(f"{task}: {len(train_rows)} training rows, {len(eval_rows)} held-out ({args.eval_split})")
 
-    # 3. the untrained head on the held-out rows
+    # 3. the untrained head on the held-out rows (and the hand-written ones)
     batch = training_args.per_device_eval_batch_size
     before = evaluate_rows(task, model, tokenizer, eval_rows, batch)
+    gold = gold_rows(task, args)
+    gold_before = evaluate_rows(task, model, tokenizer, gold, batch) if gold else None
 
     # 4. train
     trainer = Trainer(model=model, args=training_args, train_dataset=datasets.Dataset.from_list(train_rows),
@@ -257,6 +273,7 @@ def run(task: str, argv: Sequence[str] | None = None) -> dict[str, Any]:
 
     # 5. measure again, 6. save (the main process writes)
     after = evaluate_rows(task, model, tokenizer, eval_rows, batch)
+    gold_after = evaluate_rows(task, model, tokenizer, gold, batch) if gold else None
     trainer.save_model(str(out))
     record = read_record(args.dataset_path).get(task, {})
     results: dict[str, Any] = {
@@ -269,6 +286,10 @@ def run(task: str, argv: Sequence[str] | None = None) -> dict[str, Any]:
     }
     if task == "judge":
         results |= {"auc_before": before["auc"], "auc_after": after["auc"], "architecture": args.architecture}
+    if gold:
+        from convohub.crychic.ifqc_data import GOLD_FILE
+
+        results["gold"] = {"file": f"convohub/data/{GOLD_FILE}", "before": gold_before, "after": gold_after}
     if task == "simplifier" and record.get("agreement"):
         results["labeller_agreement"] = record["agreement"]
     if trainer.is_world_process_zero():
@@ -278,6 +299,9 @@ def run(task: str, argv: Sequence[str] | None = None) -> dict[str, Any]:
           f"macro-F1 {before['f1_macro']:.4f} -> {after['f1_macro']:.4f}"
           + (f", AUC {before['auc']} -> {after['auc']}" if task == "judge" else "")
           + f" ({seconds:.1f} s training)")
+    if gold:
+        print(f"{task}: hand-written set accuracy {gold_before['accuracy']:.4f} -> {gold_after['accuracy']:.4f}, "
+              f"macro-F1 {gold_before['f1_macro']:.4f} -> {gold_after['f1_macro']:.4f} ({len(gold)} rows)")
     if training_args.push_to_hub:  # pragma: no cover - needs the Hub
         trainer.push_to_hub()
     return results
