@@ -87,6 +87,25 @@ def test_a_folder_without_the_training_runs_scores_is_scored_again_alike(release
         assert rescored["gold"][side]["examples"] == run["gold"][side]["examples"] >= 60
 
 
+def test_the_cards_usage_code_runs_without_a_question(release_root: Path) -> None:
+    """The card's Usage snippet, run as a user runs it (a fresh interpreter, the repo id pointing at the
+    folder): it loads model and tokenizer without stopping to ask whether to run the repository's code
+    (``input`` fails the run if transformers asks)."""
+    import re
+    import subprocess
+    import sys
+
+    folder = release_root / "models" / NS / "crychic-ifqc-tiny"
+    _, body = read_card(folder / "README.md")
+    snippet = re.search(r"## Usage\n\n```python\n(.*?)```", body, re.S).group(1)
+    snippet = snippet.replace(f"{NS}/crychic-ifqc-tiny", str(folder))
+    guard = "import builtins\ndef _asked(*a, **k):\n    raise SystemExit('asked: ' + str(a))\nbuiltins.input = _asked\n"
+    done = subprocess.run([sys.executable, "-c", guard + snippet + "print(type(tokenizer).__name__)"],
+                          capture_output=True, text=True, timeout=300)
+    assert done.returncode == 0, done.stderr[-2000:]
+    assert "Tokenizer" in done.stdout and "asked" not in done.stdout + done.stderr
+
+
 @pytest.mark.parametrize("task", TASKS)
 def test_models_load_and_cards_carry_the_measured_before_and_after(release_root: Path, task: str) -> None:
     import torch

@@ -56,7 +56,8 @@ def load_trained(model_dir: Path) -> tuple[Any, Any]:
     from transformers import AutoModel, AutoTokenizer
 
     model = AutoModel.from_pretrained(str(model_dir), trust_remote_code=True)
-    return AutoTokenizer.from_pretrained(str(model_dir)), model.eval()
+    # the tokenizer loader reads config.json too: without trust_remote_code it would stop to ask in a terminal
+    return AutoTokenizer.from_pretrained(str(model_dir), trust_remote_code=True), model.eval()
 
 
 def check_reload(model_dir: Path) -> dict[str, Any]:
