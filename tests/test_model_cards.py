@@ -42,7 +42,8 @@ SAYS = {
     ("wildfeedback_dpo", "tiny", "random"): ["Measured outcome: this model beats the SFT model (stage 1) with the "
                                              "checklist (50.0% win / 25.0% lose)", "plumbing check, not a quality claim",
                                              "`convohub-lexical-judge`: 13/64 (42 ties, 9 wrong, 0 unparsed",
-                                             "Collapse check: SFT ok, DPO ok.", "capped at 64 pairs"],
+                                             "Collapse check: SFT ok, DPO ok.", "capped at 64 pairs",
+                                             'model = AutoModelForCausalLM.from_pretrained("'],
     ("crychic_judge", "tiny", ""): ["| CRyCHIc | 0.600 | 0.500 | 0.750 | 0.600 |", "| auc | 0.625 | 0.625 |",
                                     "| accuracy | 0.4286 | 0.7857 |", "reconstructed 10 conversations",
                                     "stopped after 2 optimiser step(s)",
@@ -219,3 +220,22 @@ def test_release_steps_hand_folder_results_and_card_along(tmp_path: Path, monkey
     assert "Score **0.25** on `org/toy-data` (toy.yaml; used first)." in body and "| toy |  | score | 0.2500 |" in body
     assert meta["model-index"][0]["name"] == "second-tiny" and meta["license"] == "mit"
     assert not (Path(ctx.artifacts["second_card_dir"]) / "training_args.json").exists()
+
+
+def test_the_convohub_names_the_cards_tell_users_to_import_exist() -> None:
+    """Every ``from convohub... import ...`` line of a model or dataset card template names a module and
+    names that exist, so a Hub user's copy of the card's code does not stop at an ImportError (the EXTRACT
+    card once imported ``convert_value`` from a module that has no such function)."""
+    import importlib
+    import re
+
+    templates = sorted((ROOT / "model_cards").glob("*.md")) + sorted((ROOT / "dataset_scripts").glob("*/card.md"))
+    checked, missing = 0, []
+    for template in templates:
+        for module, names in re.findall(r"^\s*from (convohub[\w.]*) import ([\w, ]+)$", template.read_text(), re.M):
+            imported = importlib.import_module(module)
+            for name in (n.strip() for n in names.split(",")):
+                checked += 1
+                if not hasattr(imported, name):
+                    missing.append(f"{template.relative_to(ROOT)}: {module}.{name}")
+    assert checked >= 8 and not missing, missing
