@@ -41,6 +41,27 @@ def backend_identity(backend: ChatBackend) -> dict[str, Any]:
     return {"name": backend.name, **backend.identity()}
 
 
+def read_gold(file_name: str, keys: Sequence[str], path: str | Path | None = None) -> list[dict[str, Any]]:
+    """The rows of a hand-labelled JSON-lines file: ``convohub/data/<file_name>``, or ``path`` when given.
+    Every row must have exactly ``keys`` (one of them ``id``) and a unique ``id``; the caller checks labels."""
+    from importlib import resources
+
+    name = file_name if path is None else str(path)
+    if path is None:
+        text = resources.files("convohub").joinpath("data", file_name).read_text(encoding="utf-8")
+    else:
+        text = Path(path).read_text(encoding="utf-8")
+    items = [json.loads(line) for line in text.splitlines() if line.strip()]
+    ids: set[str] = set()
+    for n, item in enumerate(items, 1):
+        if set(item) != set(keys):
+            raise ValueError(f"{name} line {n}: keys must be {', '.join(keys)}; got {sorted(item)}")
+        if item["id"] in ids:
+            raise ValueError(f"{name} line {n}: duplicate id {item['id']!r}")
+        ids.add(item["id"])
+    return items
+
+
 def split_of(key: str, heldout_fraction: float, seed: int) -> str:
     """``heldout`` for a stable ``heldout_fraction`` share of group keys, else ``train``."""
     if not 0.0 < heldout_fraction < 1.0:

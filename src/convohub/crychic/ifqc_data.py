@@ -28,17 +28,15 @@ rejection is counted by reason, and cells that never produce a valid sentence ar
 
 from __future__ import annotations
 
-import json
 import re
 import time
 from collections import Counter
 from collections.abc import Sequence
 from dataclasses import asdict, dataclass
-from importlib import resources
 from pathlib import Path
 from typing import Any
 
-from convohub.crychic.data_common import backend_identity, split_of, words
+from convohub.crychic.data_common import backend_identity, read_gold, split_of, words
 from convohub.llm import ChatBackend, ChatRequest, ask_until_parsed
 from convohub.stages import cached, digest, stage
 
@@ -335,20 +333,9 @@ def build_ifqc_data(backend: ChatBackend, settings: IFQCSettings | None = None, 
 
 def load_ifqc_gold(path: str | Path | None = None) -> list[dict[str, str]]:
     """The hand-written follow-ups (``id``, ``text``, ``label`` = the IFQC class, ``template``), validated."""
-    name = GOLD_FILE if path is None else str(path)
-    if path is None:
-        text = resources.files("convohub").joinpath("data", GOLD_FILE).read_text(encoding="utf-8")
-    else:
-        text = Path(path).read_text(encoding="utf-8")
-    items = [json.loads(line) for line in text.splitlines() if line.strip()]
-    ids: set[str] = set()
+    items = read_gold(GOLD_FILE, ("id", "text", "label", "template"), path)
     for n, item in enumerate(items, 1):
-        if set(item) != {"id", "text", "label", "template"}:
-            raise ValueError(f"{name} line {n}: keys must be id, text, label, template; got {sorted(item)}")
         if item["template"] not in TEMPLATES or item["label"] != TEMPLATE_CLASS[item["template"]]:
-            raise ValueError(f"{name} line {n}: template {item['template']!r} with label {item['label']!r}; "
-                             f"templates are {TEMPLATES}, labelled {TEMPLATE_CLASS}")
-        if item["id"] in ids:
-            raise ValueError(f"{name} line {n}: duplicate id {item['id']!r}")
-        ids.add(item["id"])
+            raise ValueError(f"{path or GOLD_FILE} line {n}: template {item['template']!r} with label "
+                             f"{item['label']!r}; templates are {TEMPLATES}, labelled {TEMPLATE_CLASS}")
     return items

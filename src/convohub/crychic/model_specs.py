@@ -114,7 +114,14 @@ def _score_heldout(task: str, model_dir: Path, script: Mapping[str, Any], traini
     the run held out."""
     from transformers import set_seed
 
-    from convohub.crychic.training import CrychicArguments, build_model, evaluate_rows, gold_rows, load_rows
+    from convohub.crychic.training import (
+        CrychicArguments,
+        build_model,
+        evaluate_rows,
+        gold_rows,
+        gold_scores,
+        load_rows,
+    )
 
     seed = int(training["seed"])
     rows = load_rows(script["dataset_path"], task, script["eval_split"], script["max_eval_examples"], seed)
@@ -129,10 +136,7 @@ def _score_heldout(task: str, model_dir: Path, script: Mapping[str, Any], traini
     tokenizer, trained = load_trained(model_dir)
     out = {"before": before, "after": evaluate_rows(task, trained, tokenizer, rows, batch), "scored_by": "evaluation"}
     if gold:
-        from convohub.crychic.ifqc_data import GOLD_FILE
-
-        out["gold"] = {"file": f"convohub/data/{GOLD_FILE}", "before": gold_before,
-                       "after": evaluate_rows(task, trained, tokenizer, gold, batch)}
+        out["gold"] = gold_scores(gold_before, evaluate_rows(task, trained, tokenizer, gold, batch))
     return out
 
 

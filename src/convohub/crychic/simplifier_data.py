@@ -23,17 +23,22 @@ the later 30 (``*_fresh``) are the honest estimate for the rules; the record kee
 
 from __future__ import annotations
 
-import json
 import re
 import time
 from collections import Counter
 from collections.abc import Mapping, Sequence
 from dataclasses import asdict, dataclass, field
-from importlib import resources
 from pathlib import Path
 from typing import Any, Protocol
 
-from convohub.crychic.data_common import TRAIN_CORPUS_SEED, backend_identity, seeded_sample, split_of, words
+from convohub.crychic.data_common import (
+    TRAIN_CORPUS_SEED,
+    backend_identity,
+    read_gold,
+    seeded_sample,
+    split_of,
+    words,
+)
 from convohub.llm import ChatBackend, ChatRequest, ask_until_parsed
 from convohub.stages import cached, digest, stage
 
@@ -224,20 +229,10 @@ def make_labeller(name: str, *, work: Path | None = None, progress: bool = False
 # --------------------------------------------------------------------------------------------- agreement
 def load_sentence_gold(path: str | Path | None = None) -> list[dict[str, str]]:
     """The hand-labelled sentences (``id``, ``sentence``, ``label``), validated."""
-    if path is None:
-        text = resources.files("convohub").joinpath("data", GOLD_FILE).read_text(encoding="utf-8")
-    else:
-        text = Path(path).read_text(encoding="utf-8")
-    items = [json.loads(line) for line in text.splitlines() if line.strip()]
-    ids: set[str] = set()
+    items = read_gold(GOLD_FILE, ("id", "sentence", "label"), path)
     for n, item in enumerate(items, 1):
-        if set(item) != {"id", "sentence", "label"}:
-            raise ValueError(f"{GOLD_FILE} line {n}: keys must be id, sentence, label; got {sorted(item)}")
         if item["label"] not in LABELS:
-            raise ValueError(f"{GOLD_FILE} line {n}: label {item['label']!r} is not one of {LABELS}")
-        if item["id"] in ids:
-            raise ValueError(f"{GOLD_FILE} line {n}: duplicate id {item['id']!r}")
-        ids.add(item["id"])
+            raise ValueError(f"{path or GOLD_FILE} line {n}: label {item['label']!r} is not one of {LABELS}")
     return items
 
 

@@ -226,6 +226,13 @@ def gold_rows(task: str, args: CrychicArguments) -> list[dict[str, Any]] | None:
     return load_ifqc_gold()
 
 
+def gold_scores(before: dict[str, Any], after: dict[str, Any]) -> dict[str, Any]:
+    """The hand-written set's entry of the results: which file, scored before and after training."""
+    from convohub.crychic.ifqc_data import GOLD_FILE
+
+    return {"file": f"convohub/data/{GOLD_FILE}", "before": before, "after": after}
+
+
 # ------------------------------------------------------------------------------------------------ run
 def run(task: str, argv: Sequence[str] | None = None) -> dict[str, Any]:
     """Train ``task``'s model on a built training-data folder, measuring the held-out split before and after.
@@ -287,9 +294,7 @@ def run(task: str, argv: Sequence[str] | None = None) -> dict[str, Any]:
     if task == "judge":
         results |= {"auc_before": before["auc"], "auc_after": after["auc"], "architecture": args.architecture}
     if gold:
-        from convohub.crychic.ifqc_data import GOLD_FILE
-
-        results["gold"] = {"file": f"convohub/data/{GOLD_FILE}", "before": gold_before, "after": gold_after}
+        results["gold"] = gold_scores(gold_before, gold_after)
     if task == "simplifier" and record.get("agreement"):
         results["labeller_agreement"] = record["agreement"]
     if trainer.is_world_process_zero():
