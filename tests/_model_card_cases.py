@@ -86,6 +86,18 @@ def _qud(tmp: Path, profile: str) -> tuple[Path, dict[str, Any]]:
         "retriever": "BM25Retriever", "extractor": "DirectExtractor", "max_trees": 2, "decomposer": {},
         "decomposer_stats": {}, "generation_seconds": 3.5, "seconds": 5.0, "training": training}
     results["before"] = None if random_base else {**results, "model": base, "hit@1": 0.0, "generation_seconds": 1.0}
+    if profile == "paper_xs":  # the release's end-to-end comparison, merged in by the card step
+        def scores(hit: float, failed: int) -> dict[str, Any]:
+            return {"hit@1": hit, "rlx_hit@1": hit, "rlx_hit@1_20": hit, "counts": {"failed_runs": failed},
+                    "failures": {}, "per_category": {"ordering": {"hit@1": hit, "n": 3}, "join": {"hit@1": 0.0, "n": 1}}}
+
+        test = {"n": 4, "both": 0, "neither": 2, "method": "exact binomial (two-sided) on discordant questions"}
+        results["end_to_end"] = {
+            "split": "test", "questions": 4, "llm": "local:HuggingFaceTB/SmolLM2-135M-Instruct", "top_n": 10,
+            "reference": "reqap_sft", "systems": {"reqap_sft": scores(0.5, 1), "rag": scores(0.0, 0),
+                                                  "codegen": scores(0.25, 2)},
+            "mcnemar": {"rag": {**test, "only_a": 2, "only_b": 0, "p_value": 0.5},
+                        "codegen": {**test, "only_a": 1, "only_b": 0, "neither": 2, "both": 1, "p_value": 1.0}}}
     return _folder(tmp, {"training_args.json": args, "eval_results.json": training}), results
 
 

@@ -190,3 +190,34 @@ def test_release_options_reach_every_step(tmp_path: Path, monkeypatch: pytest.Mo
     assert progress["fingerprint"]["rules"] is True and progress["fingerprint"]["max_train_steps"] == 2
     with pytest.raises(ValueError, match="max_train_steps must be >= 1"):
         release_mod.ReleaseContext(profile="tiny", target=ctx.target, work_dir=tmp_path, max_train_steps=0)
+
+
+def test_a_step_that_runs_again_runs_every_later_step_again(tmp_path: Path) -> None:
+    """Resume keeps finished steps only up to the first step that runs: a card after a re-run evaluation
+    must be written again from the new results."""
+    from convohub.hub import HubTarget
+    from convohub.registry import Step, System
+    from convohub.release import ReleaseContext, run_system
+
+    runs: list[str] = []
+
+    def step(name: str) -> Step:
+        def run(ctx: ReleaseContext) -> dict[str, Path]:
+            runs.append(name)
+            path = ctx.scratch("toy") / f"{name}.txt"
+            path.write_text(name)
+            return {f"{name}_path": path}
+
+        return Step("evaluate", name, run)
+
+    system = System(name="toy", title="Toy", steps=(step("a"), step("b"), step("c")))
+
+    def context() -> ReleaseContext:
+        return ReleaseContext(profile="tiny", target=HubTarget(tmp_path / "hub"), work_dir=tmp_path / "work")
+
+    run_system(system, context())
+    assert runs == ["a", "b", "c"]
+    assert [r.status for r in run_system(system, context())] == ["resumed"] * 3 and runs == ["a", "b", "c"]
+    (tmp_path / "work" / "toy" / "b.txt").unlink()  # b's output is gone: b runs again, and so does c
+    records = run_system(system, context())
+    assert [r.status for r in records] == ["resumed", "done", "done"] and runs[3:] == ["b", "c"]

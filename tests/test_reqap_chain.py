@@ -12,6 +12,7 @@ import shutil
 from collections.abc import Sequence
 from datetime import date
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -19,7 +20,7 @@ from convohub.cli import main
 from convohub.hub import HubTarget
 from convohub.perqa import PerQAConfig, build_perqa, generate_perqa
 from convohub.reqap import EventStore
-from convohub.reqap.components.baselines import RAGBaseline
+from convohub.reqap.components.baselines import SQL_END, RAGBaseline
 from convohub.reqap.components.retrieve import CrossEncoderRetriever
 from convohub.reqap.release.evaluation import compare_runs, mcnemar
 from convohub.reqap.release.models import MissingRelease, find_release_models
@@ -147,3 +148,79 @@ def test_evaluate_compare_prints_mcnemar(tmp_path: Path, capsys: pytest.CaptureF
     assert "McNemar's test on 8 shared questions" in printed and "| A: reqap | 0.8750 |" in printed
     assert compare_runs(runs["reqap"], runs["rag"])["p_value"] == pytest.approx(0.0625)
     assert main(["reqap", "evaluate", "--compare", str(runs["reqap"]), str(tmp_path / "nope")]) == 2
+
+
+class _ScriptedLLM:
+    """RAG answers with the gold answer of the question it is asked (so RAG hits every question), CodeGen
+    writes a query that answers 1; counts its calls."""
+
+    name = "scripted"
+
+    def __init__(self, gold: dict[str, Any]) -> None:
+        self.gold = gold
+        self.calls = 0
+        self.stops: set[tuple[str, ...]] = set()
+
+    def chat(self, requests):  # noqa: ANN001 - the ChatBackend protocol, reduced to what the baselines call
+        from convohub.llm import ChatResponse
+
+        out = []
+        for request in requests:
+            self.calls += 1
+            prompt = request.messages[-1]["content"]
+            if "JSON answer:" in prompt:  # RAG
+                question = prompt.rsplit("Question: ", 1)[1].split("\n", 1)[0]
+                out.append(ChatResponse(text=json.dumps({"answer": self.gold[question]})))
+            else:  # CodeGen: generation stopped at the closing fence, which the reply then lacks
+                self.stops.add(request.stop)
+                out.append(ChatResponse(text="```sql\nSELECT 1"))
+        return out
+
+
+def test_end_to_end_comparison_runs_every_system_on_the_same_questions(dataset: Path, release: Path,
+                                                                          tmp_path: Path) -> None:
+    from convohub.reqap.data.perqa import load_questions
+    from convohub.reqap.release.comparison import compare_systems, question_sample
+    from convohub.reqap.release.evaluation import evaluate
+
+    questions = {q["id"]: q for q in load_questions(dataset, "test")}
+    ids = question_sample(dataset, 3, seed=0)
+    assert len(ids) == 3 and set(ids) <= set(questions) and ids == question_sample(dataset, 3, seed=0)
+    llm = _ScriptedLLM({q["question"]: q["answers"][0] for q in questions.values()})
+    # BM25 as the retriever: the random plumbing cross-encoder has no "relevant" label for RAG's ranking
+    components = {**find_release_models(release).specs(), "retriever": "bm25"}
+    result = compare_systems(dataset, components, llm, tmp_path, question_ids=ids,
+                             systems=("reqap_sft", "rag", "codegen"), llm_name="scripted")
+    assert result["questions"] == 3 and result["llm"] == "scripted" and set(result["systems"]) == {
+        "reqap_sft", "rag", "codegen"}
+    for name in result["systems"]:  # every run kept, on exactly these questions
+        run = json.loads((tmp_path / name / "results.json").read_text())
+        assert run["question_ids"] == sorted(ids) and run["counts"]["questions"] == 3
+        lines = (tmp_path / name / "predictions.jsonl").read_text().splitlines()
+        assert sorted(json.loads(line)["id"] for line in lines) == sorted(ids)
+    assert result["systems"]["rag"]["hit@1"] == 1.0
+    ones = sum(questions[i]["answers"] == [1] or 1 in questions[i]["answers"] for i in ids)
+    assert result["systems"]["codegen"]["counts"]["failed_runs"] == 0 and llm.stops == {SQL_END}
+    assert result["systems"]["codegen"]["hit@1"] == pytest.approx(ones / 3)
+    reqap_hits = round(result["systems"]["reqap_sft"]["hit@1"] * 3)
+    rag = result["mcnemar"]["rag"]
+    assert rag["n"] == 3 and rag["both"] == reqap_hits and rag["only_b"] == 3 - reqap_hits and rag["only_a"] == 0
+    assert set(result["mcnemar"]) == {"rag", "codegen"}
+
+    calls = llm.calls  # a second run reads the kept runs back; other questions run again
+    assert compare_systems(dataset, components, llm, tmp_path, question_ids=ids,
+                           systems=("reqap_sft", "rag"))["systems"]["rag"] == result["systems"]["rag"]
+    assert llm.calls == calls
+    with pytest.raises(ValueError, match="expected 'reqap_sft'"):
+        compare_systems(dataset, components, llm, tmp_path, question_ids=ids, systems=("rag",))
+    with pytest.raises(ValueError, match=r"no question ids \['nope'\]"):
+        evaluate(dataset, "test", "rag", RAGBaseline(llm), question_ids=["nope"])
+
+
+def test_the_qud_card_waits_for_the_end_to_end_comparison() -> None:
+    from convohub.reqap.system import SYSTEM
+
+    names = [step.name for step in SYSTEM.steps]
+    assert names.index("reqap-qud-eval") < names.index("reqap-end-to-end") < names.index("reqap-qud-card")
+    for model in ("reqap-extract", "reqap-retrieve-patterns", "reqap-retrieve-events"):
+        assert names.index(f"{model}-eval") < names.index("reqap-end-to-end")

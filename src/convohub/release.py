@@ -117,15 +117,20 @@ def _artifacts_exist(artifacts: Mapping[str, Any]) -> bool:
 
 
 def run_system(system: System, ctx: ReleaseContext, *, force: bool = False) -> list[StepRecord]:
-    """Run one system's steps in order, resuming finished ones; raise StepFailed on the first failure."""
+    """Run one system's steps in order, resuming finished ones; raise StepFailed on the first failure.
+
+    Once a step runs, every later step of the system runs too, even if an earlier run finished it: later
+    steps may read what it produced (a card reads the evaluations before it), so their old outputs are stale.
+    """
     progress_path = ctx.scratch(system.name) / "progress.json"
     fingerprint = _fingerprint(ctx)
     done = {} if force else _load_progress(progress_path, fingerprint)
     records: list[StepRecord] = []
+    ran = False
     for step in system.steps:
         key = f"{step.kind}:{step.name}"
         prior = done.get(key)
-        if prior is not None and _artifacts_exist(prior):
+        if prior is not None and not ran and _artifacts_exist(prior):
             ctx.artifacts.update(prior)
             records.append(StepRecord(system.name, key, "resumed", 0.0))
             print(f"  [{system.name}] {key}: resumed from a previous run", flush=True)
@@ -138,6 +143,7 @@ def run_system(system: System, ctx: ReleaseContext, *, force: bool = False) -> l
             records.append(StepRecord(system.name, key, "failed", time.perf_counter() - start, str(exc)))
             traceback.print_exc(file=sys.stderr)
             raise StepFailed(system.name, key, exc) from exc
+        ran = True
         ctx.artifacts.update(produced)
         done[key] = {k: str(v) for k, v in produced.items()}
         atomic_write_text(progress_path, dump_json({"fingerprint": fingerprint, "steps": done}))

@@ -2,7 +2,9 @@
 cross-encoders (patterns: 3 classes, events: 2 classes) and the QUD decomposer (SmolLM2 + LoRA) are trained,
 each by its script under ``accelerate launch`` (:func:`convohub.training.runs.run_recipe`), each measured on
 the test personas (exact match; accuracy/macro-F1 and retrieval recall vs BM25; tree exact match and
-end-to-end Hit@1), published with those numbers in their cards, and the Space is exported.
+end-to-end Hit@1), published with those numbers in their cards, and the Space is exported. Before the QUD card
+is written, the trained chain is compared end to end with RAG and CodeGen on the release's LLM, with McNemar's
+tests (:mod:`convohub.reqap.release.comparison`); the card reports it.
 ``convohub reqap execute|ask|evaluate`` come from here (RAG/CodeGen baselines need an LLM: ``reqap evaluate``).
 """
 
@@ -11,7 +13,7 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
-from convohub.model_spec import release_steps
+from convohub.model_spec import card_step, evaluate_step, release_steps, train_step
 from convohub.registry import Step, System
 from convohub.reqap.release import extract, qud, retrieve
 
@@ -33,6 +35,49 @@ def _perqa_dir(ctx: Any) -> Path:
     return _build_dataset(ctx, None)
 
 
+def _step_end_to_end(ctx: Any) -> dict[str, Any]:
+    """ReQAP (the trained chain) against RAG and CodeGen with the release's LLM on the same test questions,
+    with McNemar's tests (:mod:`convohub.reqap.release.comparison`); the QUD card reports it."""
+    from convohub.hub import atomic_write_text, dump_json
+    from convohub.reqap.release import comparison
+    from convohub.reqap.release.models import ReleaseModels
+
+    folders = {kind: Path(ctx.artifacts[spec.artifact("dir")]) for kind, spec in
+               (("qud", qud.SPEC), ("events", retrieve.EVENTS), ("patterns", retrieve.PATTERNS),
+                ("extract", extract.SPEC))}
+    components = ReleaseModels(**folders, profile=ctx.profile, source="this release").specs()
+    dataset = _perqa_dir(ctx)
+    ids = comparison.question_sample(dataset, comparison.PROFILE_QUESTIONS.get(ctx.profile, comparison.DEFAULT_QUESTIONS),
+                                     ctx.seed)
+    backend = ctx.chat_llm()
+    out = ctx.scratch("reqap", "end-to-end")
+    results = comparison.compare_systems(
+        dataset, components, backend, out, question_ids=ids,
+        systems=comparison.PROFILE_SYSTEMS.get(ctx.profile, comparison.DEFAULT_SYSTEMS),
+        llm_name=getattr(backend, "name", type(backend).__name__))
+    path = out / "comparison.json"
+    atomic_write_text(path, dump_json(results))
+    return {"reqap_end_to_end_path": path,
+            **{f"reqap_end_to_end_{name}": r["hit@1"] for name, r in results["systems"].items()}}
+
+
+def _end_to_end(ctx: Any) -> dict[str, Any]:
+    """The QUD card's extra results: the end-to-end comparison."""
+    from convohub.hub import read_json
+
+    return {"end_to_end": read_json(Path(ctx.artifacts["reqap_end_to_end_path"]))}
+
+
+def _steps() -> tuple[Step, ...]:
+    """Each model's train -> evaluate -> card; the QUD card waits for the end-to-end comparison, which
+    needs all four trained models."""
+    others = (spec for spec in MODELS if spec is not qud.SPEC)
+    return (*(step for spec in others for step in release_steps(spec, system="reqap", dataset=_perqa_dir)),
+            train_step(qud.SPEC, system="reqap", dataset=_perqa_dir),
+            evaluate_step(qud.SPEC, system="reqap", dataset=_perqa_dir),
+            Step("evaluate", "reqap-end-to-end", _step_end_to_end), card_step(qud.SPEC, extra=_end_to_end))
+
+
 def _step_space(ctx: Any) -> dict[str, Any]:
     from convohub.reqap.space import export_space
 
@@ -51,7 +96,7 @@ SYSTEM = System(
     name="reqap",
     title="ReQAP: operator trees over personal data (QUD, RETRIEVE cross-encoders, EXTRACT, engine, Space)",
     steps=(
-        *(step for spec in MODELS for step in release_steps(spec, system="reqap", dataset=_perqa_dir)),
+        *_steps(),
         Step("space", "reqap-space", _step_space),
     ),
     space="reqap",

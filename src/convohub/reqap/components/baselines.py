@@ -40,7 +40,7 @@ from convohub.reqap.engine.executor import REFERENCE_DATE, to_jsonable
 from convohub.reqap.engine.protocols import Retriever
 
 __all__ = [
-    "BaselineResult", "CodeGenBaseline", "DENYLIST", "ICLExample", "RAGBaseline", "SafeDatabase",
+    "BaselineResult", "CodeGenBaseline", "DENYLIST", "ICLExample", "RAGBaseline", "SQL_END", "SafeDatabase",
     "UnsafeSQLError", "check_sql", "extract_sql", "icl_pool_from_dataset", "observable_tables"
 ]
 
@@ -263,8 +263,10 @@ class BaselineResult:
                 "sql": self.sql, "event_ids": self.event_ids, "seconds": round(self.seconds, 4)}
 
 
-def _chat(backend: ChatBackend, system: str, prompt: str, max_new_tokens: int) -> tuple[str, str | None]:
-    [response] = backend.chat([ChatRequest.from_prompt(prompt, system=system, max_new_tokens=max_new_tokens)])
+def _chat(backend: ChatBackend, system: str, prompt: str, max_new_tokens: int,
+          stop: tuple[str, ...] = ()) -> tuple[str, str | None]:
+    [response] = backend.chat([ChatRequest.from_prompt(prompt, system=system, max_new_tokens=max_new_tokens,
+                                                       stop=stop)])
     return response.text, (None if response.ok else f"LLMError: {response.error}")
 
 
@@ -343,6 +345,9 @@ CODEGEN_SYSTEM = ("You write DuckDB SQL over one person's personal data. Each ta
                   "question with exactly one SELECT query (WITH clauses allowed) whose first column is the "
                   "answer. Use CURRENT_DATE for today. Calendar entries, mails and social media posts only "
                   "have free text, search it with ILIKE. Reply with the SQL in a ```sql block and nothing else.")
+
+#: Generation ends with the SQL block: small models go on explaining the query after its closing fence.
+SQL_END = ("\n```\n",)
 
 
 @dataclass(frozen=True)
@@ -434,7 +439,7 @@ class CodeGenBaseline:
         result = BaselineResult(question)
         db = self.database(store)
         prompt = self.prompt(question, db.schema(), self.select_examples(question))
-        result.output, result.error = _chat(self.backend, CODEGEN_SYSTEM, prompt, self.max_new_tokens)
+        result.output, result.error = _chat(self.backend, CODEGEN_SYSTEM, prompt, self.max_new_tokens, SQL_END)
         if result.error is not None:
             self.stats["llm_failures"] += 1
         elif (sql := extract_sql(result.output)) is None:

@@ -31,7 +31,7 @@ from __future__ import annotations
 
 import json
 from collections import Counter
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Collection, Sequence
 from datetime import date
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Protocol
@@ -164,12 +164,13 @@ def _worker_stats(state: dict[str, Any]) -> dict[str, Any]:
 
 
 def evaluate(dataset_dir: str | Path, split: str, system: str, answerer: Answerer | None, *,
-             limit: int | None = None, persona: str | None = None, out_dir: str | Path | None = None,
-             attribution: bool = True, describe: dict[str, Any] | None = None,
+             limit: int | None = None, persona: str | None = None, question_ids: Collection[str] | None = None,
+             out_dir: str | Path | None = None, attribution: bool = True, describe: dict[str, Any] | None = None,
              on_persona: Callable[[str, list[dict[str, Any]]], None] | None = None,
              build: Callable[[], tuple[Answerer, Callable[[str, list[dict[str, Any]]], None]]] | None = None,
              isolation: WorkerLimits | None = None) -> dict[str, Any]:
-    """Answer every question of ``split`` (or of one ``persona``; at most ``limit``) and score them.
+    """Answer every question of ``split`` (or of one ``persona``, or those in ``question_ids``; at most
+    ``limit``) and score them.
 
     Returns ``{"system", "split", "n", "hit@1", "rlx_hit@1", "rlx_hit@1_20", "per_category", "counts",
     "failures", "error_attribution", "components"}``; with ``out_dir`` also writes ``results.json`` and
@@ -191,7 +192,18 @@ def evaluate(dataset_dir: str | Path, split: str, system: str, answerer: Answere
         raise ValueError("isolation needs build, the callable that makes the system inside the worker")
     if isolation is None and answerer is None:
         raise ValueError("evaluate needs an answerer (or build with isolation)")
-    pids = [persona] if persona else persona_ids(dataset_dir, split)
+    wanted = None if question_ids is None else set(question_ids)
+    if wanted is not None:  # only the personas that hold a wanted question are loaded
+        from convohub.reqap.data.perqa import load_questions
+
+        known = {q["id"]: q["persona_id"] for q in load_questions(dataset_dir, split)}
+        if wanted - set(known):
+            raise ValueError(f"{dataset_dir}: split {split!r} has no question ids "
+                             f"{sorted(wanted - set(known))[:5]} (ids come from the questions config)")
+        holders = {known[i] for i in wanted}
+        pids = [p for p in persona_ids(dataset_dir, split) if p in holders and (persona is None or p == persona)]
+    else:
+        pids = [persona] if persona else persona_ids(dataset_dir, split)
     canonical = attribution and system == "reqap"
     worker: Any = None
     if isolation is not None:
@@ -215,6 +227,8 @@ def evaluate(dataset_dir: str | Path, split: str, system: str, answerer: Answere
                 questions = questions_from_dataset(Path(dataset_dir), pid)
             else:
                 store, questions, index = load_persona(dataset_dir, pid, canonical=canonical)
+            if wanted is not None:
+                questions = [q for q in questions if q["id"] in wanted]
             questions = questions[:remaining] if remaining is not None else questions
             if remaining is not None:
                 remaining -= len(questions)
@@ -256,6 +270,8 @@ def evaluate(dataset_dir: str | Path, split: str, system: str, answerer: Answere
         "components": describe or {},
         "oracle": bool((describe or {}).get("oracle")),
     }
+    if wanted is not None:
+        results["question_ids"] = sorted(wanted)
     if isolation is not None:
         results["isolation"] = {"worker_memory_mb": isolation.memory_mb, "worker_timeout_s": isolation.timeout_s}
     if stats:

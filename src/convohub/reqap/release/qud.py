@@ -248,10 +248,45 @@ def card_values(card: CardInput) -> CardValues:
         "licence_text": Block("llama_licence" if licence == "llama3.2" else "named_licence" if base_id else "own_licence"),
         "citation": REQAP_CITATION.strip(),
     }
+    values |= _end_to_end_values(r.get("end_to_end"))
     if before:
         values |= {f"before_{name}": before.get(key, "-") for key, name in _TABLE.items()}
         values["before_generation_seconds"] = before.get("generation_seconds")
     return info, values
+
+
+#: The end-to-end systems as the card names them.
+_SYSTEM_NAMES = {"reqap_sft": "ReQAP (this model, SFT QUD)", "reqap_icl": "ReQAP (ICL QUD)", "rag": "RAG",
+                 "codegen": "CodeGen"}
+
+
+def _end_to_end_values(comparison: dict[str, Any] | None) -> dict[str, Any]:
+    """The values of the card's end-to-end block (:mod:`convohub.reqap.release.comparison`'s results), or
+    none of them without a comparison."""
+    from convohub.hub import markdown_table
+    from convohub.perqa.templates import CATEGORIES
+
+    if not comparison:
+        return {"end_to_end": ""}
+    systems = {name: comparison["systems"][name] for name in _SYSTEM_NAMES if name in comparison["systems"]}
+    counts = {c: next((s["per_category"][c]["n"] for s in systems.values() if c in s["per_category"]), 0)
+              for c in CATEGORIES}
+    cats = [c for c in CATEGORIES if counts[c]]
+    rows = [[_SYSTEM_NAMES[name], r["hit@1"], r["rlx_hit@1"], r["counts"]["failed_runs"],
+             *(r["per_category"].get(c, {}).get("hit@1", "-") for c in cats)] for name, r in systems.items()]
+    table = markdown_table(["system", "Hit@1", "Rlx-Hit@1", "failed runs", *(f"{c} ({counts[c]})" for c in cats)],
+                           rows)
+    tests = comparison["mcnemar"]
+    mcnemar_rows = [[_SYSTEM_NAMES[name], t["both"], t["only_a"], t["only_b"], t["neither"], t["p_value"]]
+                    for name in _SYSTEM_NAMES if (t := tests.get(name))]
+    left_out = [_SYSTEM_NAMES[name] for name in _SYSTEM_NAMES if name not in systems]
+    return {"end_to_end": Block("end_to_end"), "top_n": comparison["top_n"],
+            "e2e_left_out": (f"; not run in this profile: {', '.join(left_out)}, minutes a question on a CPU"
+                             if left_out else ""), "e2e_llm": comparison["llm"],
+            "e2e_questions": comparison["questions"], "e2e_split": comparison["split"], "e2e_table": table,
+            "mcnemar_method": next(iter(tests.values()))["method"] if tests else "no baseline",
+            "mcnemar_table": markdown_table(["baseline", "both right", "only ReQAP right", "only baseline right",
+                                             "neither", "p-value"], mcnemar_rows)}
 
 
 SPEC = ModelSpec(

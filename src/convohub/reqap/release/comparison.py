@@ -1,0 +1,113 @@
+"""ReQAP against its baselines end to end, the comparison the paper makes: the trained chain, RAG and CodeGen
+with the same LLM, on the same test questions, with McNemar's test between ReQAP (SFT) and each baseline.
+
+Why a release step: the QUD card's own Hit@1 says how often the trained chain answers, but whether
+decomposing a question into an operator tree pays off only shows beside systems that answer the same
+questions without one. Every system here is scored by :func:`convohub.reqap.release.evaluation.evaluate`
+(Hit@1, Rlx-Hit@1, per category), each run is kept (``results.json`` + ``predictions.jsonl`` per system, so
+``convohub reqap evaluate --compare`` reads them too) and the pairs are tested with
+:func:`~convohub.reqap.release.evaluation.compare_runs`.
+
+Systems (:data:`SYSTEMS`): ``reqap_sft`` -- the trained chain, QUD (SFT) -> RETRIEVE (BM25 first stage, the
+two cross-encoders) -> EXTRACT (the trained model); ``reqap_icl`` -- the same chain with in-context QUD on
+the LLM; ``rag`` -- the ``top_n`` events the event cross-encoder ranks highest, as JSON, to the LLM;
+``codegen`` -- one DuckDB query written by the LLM from the schema and 8 ICL examples of the train split.
+The tiny profile leaves ICL QUD out (:data:`PROFILE_SYSTEMS`): in-context QUD samples several options per
+step and executes the candidate trees, which took SmolLM2-135M 7 min 20 s for 3 test questions on 2 CPU
+cores (``convohub reqap evaluate --decomposer icl --llm smollm2`` runs it).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from pathlib import Path
+from typing import Any
+
+__all__ = ["PROFILE_QUESTIONS", "PROFILE_SYSTEMS", "RAG_TOP_N", "SYSTEMS", "compare_systems", "question_sample"]
+
+#: system name -> (``evaluate``'s system, QUD spec kind): what each compared system runs.
+SYSTEMS: dict[str, tuple[str, str | None]] = {
+    "reqap_sft": ("reqap", "sft"), "reqap_icl": ("reqap", "icl"), "rag": ("rag", None), "codegen": ("codegen", None),
+}
+#: The system the baselines are tested against (the paper's ReQAP).
+REFERENCE = "reqap_sft"
+#: profile -> the systems the release compares.
+PROFILE_SYSTEMS: dict[str, tuple[str, ...]] = {"tiny": ("reqap_sft", "rag", "codegen")}
+DEFAULT_SYSTEMS = tuple(SYSTEMS)
+#: profile -> test questions compared (a seeded sample): the tiny count keeps the step near 5.5 minutes on 2
+#: CPU cores (a question takes ReQAP about 3 s, CodeGen 7.5 s and RAG 12 s with SmolLM2-135M there).
+PROFILE_QUESTIONS: dict[str, int | None] = {"tiny": 12}
+DEFAULT_QUESTIONS: int | None = None  # every test question
+#: Events RAG gives the LLM: the paper's setting for its 1B-parameter LLM (100 overflow SmolLM2's 8k context).
+RAG_TOP_N = 10
+
+
+def question_sample(dataset_dir: Path, n: int | None, seed: int, split: str = "test") -> list[str]:
+    """Ids of a seeded sample of ``n`` questions of ``split`` (all of them for None), in dataset order."""
+    import random
+
+    from convohub.reqap.data.perqa import load_questions
+
+    ids = [q["id"] for q in load_questions(dataset_dir, split)]
+    if not ids:
+        raise ValueError(f"{dataset_dir}: split {split!r} has no questions")
+    if n is None or n >= len(ids):
+        return ids
+    keep = set(random.Random(seed).sample(range(len(ids)), n))
+    return [i for k, i in enumerate(ids) if k in keep]
+
+
+def _answerer(system: str, components: Mapping[str, str], backend: Any, dataset_dir: Path, top_n: int) -> Any:
+    from convohub.reqap.components.build import make_system
+
+    kind, qud = SYSTEMS[system]
+    examples: list[Any] = []
+    if kind == "codegen":
+        from convohub.reqap.components.baselines import icl_pool_from_dataset
+
+        examples = icl_pool_from_dataset(dataset_dir, "train")
+    return make_system(kind, decomposer=components["decomposer"] if qud == "sft" else "icl", retriever=components["retriever"],
+                       extractor=components["extractor"], backend=backend, top_n=top_n, icl_examples=examples)
+
+
+def compare_systems(dataset_dir: Path, components: Mapping[str, str], backend: Any, out_dir: Path, *,
+                    question_ids: Sequence[str], systems: Sequence[str] = DEFAULT_SYSTEMS, top_n: int = RAG_TOP_N,
+                    llm_name: str | None = None, split: str = "test") -> dict[str, Any]:
+    """Run ``systems`` on the same questions and test ReQAP (SFT) against each other system.
+
+    ``components`` are the trained models as component specs (``ReleaseModels.specs()``: ``decomposer``
+    ``sft:DIR``, ``retriever`` ``ce:EVENTS,PATTERNS``, ``extractor`` ``model:DIR``); ``backend`` is the LLM of
+    ICL QUD, RAG and CodeGen. Each run goes to ``out_dir/<system>/``; a system whose run is already there
+    (same questions) is read back, not run again. Returns ``{"split", "questions", "llm", "top_n", "systems":
+    {name: scores}, "mcnemar": {baseline: test}}``.
+    """
+    from convohub.hub import read_json
+    from convohub.reqap.components.build import describe_components
+    from convohub.reqap.release.evaluation import compare_runs, evaluate
+
+    unknown = [s for s in systems if s not in SYSTEMS]
+    if unknown or REFERENCE not in systems:
+        raise ValueError(f"systems {list(systems)}: expected {REFERENCE!r} and any of {list(SYSTEMS)}")
+    wanted = sorted(question_ids)
+    scores: dict[str, Any] = {}
+    for name in systems:
+        run = Path(out_dir) / name
+        done = run / "results.json"
+        results = read_json(done) if done.is_file() else None
+        if results is None or results.get("question_ids") != wanted:
+            kind, qud = SYSTEMS[name]
+            answerer = _answerer(name, components, backend, Path(dataset_dir), top_n)
+            describe = describe_components(kind, decomposer=components["decomposer"] if qud == "sft" else "icl",
+                                           retriever=components["retriever"], extractor=components["extractor"],
+                                           llm=None if qud == "sft" else llm_name)
+            results = evaluate(dataset_dir, split, kind, answerer, question_ids=wanted, attribution=False,
+                               describe=describe, out_dir=run)
+        scores[name] = {k: results[k] for k in ("hit@1", "rlx_hit@1", "rlx_hit@1_20", "per_category", "counts",
+                                                "failures")}
+    tests = {}
+    for name in systems:
+        if name != REFERENCE:
+            test = compare_runs(Path(out_dir) / REFERENCE, Path(out_dir) / name)
+            tests[name] = {k: test[k] for k in ("n", "both", "only_a", "only_b", "neither", "p_value", "method")}
+    return {"split": split, "questions": len(wanted), "llm": llm_name, "top_n": top_n, "systems": scores,
+            "reference": REFERENCE, "mcnemar": tests}
