@@ -211,6 +211,12 @@ def test_end_to_end_comparison_runs_every_system_on_the_same_questions(dataset: 
     assert compare_systems(dataset, components, llm, tmp_path, question_ids=ids,
                            systems=("reqap_sft", "rag"))["systems"]["rag"] == result["systems"]["rag"]
     assert llm.calls == calls
+    # the paper profile's fourth system: the same chain with in-context QUD on the LLM (which writes no tree here)
+    icl = compare_systems(dataset, components, llm, tmp_path, question_ids=ids, systems=("reqap_sft", "reqap_icl"))
+    assert llm.calls > calls and icl["systems"]["reqap_icl"]["counts"]["questions"] == 3
+    described = json.loads((tmp_path / "reqap_icl" / "results.json").read_text())["components"]
+    assert described["decomposer"] == "icl" and described["llm"] == "scripted"
+    assert set(icl["mcnemar"]) == {"reqap_icl"}
     with pytest.raises(ValueError, match="expected 'reqap_sft'"):
         compare_systems(dataset, components, llm, tmp_path, question_ids=ids, systems=("rag",))
     with pytest.raises(ValueError, match=r"no question ids \['nope'\]"):

@@ -53,8 +53,7 @@ def _step_end_to_end(ctx: Any) -> dict[str, Any]:
     out = ctx.scratch("reqap", "end-to-end")
     results = comparison.compare_systems(
         dataset, components, backend, out, question_ids=ids,
-        systems=comparison.PROFILE_SYSTEMS.get(ctx.profile, comparison.DEFAULT_SYSTEMS),
-        llm_name=getattr(backend, "name", type(backend).__name__))
+        systems=comparison.PROFILE_SYSTEMS.get(ctx.profile, comparison.DEFAULT_SYSTEMS))
     path = out / "comparison.json"
     atomic_write_text(path, dump_json(results))
     return {"reqap_end_to_end_path": path,

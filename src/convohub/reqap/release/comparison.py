@@ -77,7 +77,7 @@ def compare_systems(dataset_dir: Path, components: Mapping[str, str], backend: A
 
     ``components`` are the trained models as component specs (``ReleaseModels.specs()``: ``decomposer``
     ``sft:DIR``, ``retriever`` ``ce:EVENTS,PATTERNS``, ``extractor`` ``model:DIR``); ``backend`` is the LLM of
-    ICL QUD, RAG and CodeGen. Each run goes to ``out_dir/<system>/``; a system whose run is already there
+    ICL QUD, RAG and CodeGen, named ``llm_name`` (default: its ``name``). Each run goes to ``out_dir/<system>/``; a system whose run is already there
     (same questions) is read back, not run again. Returns ``{"split", "questions", "llm", "top_n", "systems":
     {name: scores}, "mcnemar": {baseline: test}}``.
     """
@@ -89,6 +89,7 @@ def compare_systems(dataset_dir: Path, components: Mapping[str, str], backend: A
     if unknown or REFERENCE not in systems:
         raise ValueError(f"systems {list(systems)}: expected {REFERENCE!r} and any of {list(SYSTEMS)}")
     wanted = sorted(question_ids)
+    llm_name = llm_name or getattr(backend, "name", None)
     scores: dict[str, Any] = {}
     for name in systems:
         run = Path(out_dir) / name
