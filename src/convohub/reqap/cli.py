@@ -157,8 +157,8 @@ def _add_components(p: argparse.ArgumentParser, dataset_required: bool = True) -
                         "downloaded from the Hub repositories NAMESPACE/reqap-*")
     g.add_argument("--profile", choices=["tiny", "paper"], default=None,
                    help="which release profile's models (default: tiny if present, else paper)")
-    p.add_argument("--llm", metavar="SPEC", help="LLM for icl/rag/codegen: endpoint:URL#MODEL, URL#MODEL or "
-                   "local:PATH (default: $CONVOHUB_LLM_BASE_URL)")
+    p.add_argument("--llm", metavar="SPEC", help="LLM for icl/rag/codegen: endpoint:URL#MODEL, URL#MODEL, "
+                   "local:PATH or smollm2 (the offline local model) (default: $CONVOHUB_LLM_BASE_URL)")
     p.add_argument("--llm-model", help="model name for an endpoint spec without #MODEL ($CONVOHUB_LLM_MODEL)")
     p.add_argument("--llm-cache", type=Path, help="response cache folder ($CONVOHUB_LLM_CACHE_DIR)")
     p.add_argument("--top-n", type=int, default=100,
