@@ -40,11 +40,9 @@ def _step_end_to_end(ctx: Any) -> dict[str, Any]:
     with McNemar's tests (:mod:`convohub.reqap.release.comparison`); the QUD card reports it."""
     from convohub.hub import atomic_write_text, dump_json
     from convohub.reqap.release import comparison
-    from convohub.reqap.release.models import ReleaseModels
+    from convohub.reqap.release.models import ReleaseModels, chain_specs
 
-    folders = {kind: Path(ctx.artifacts[spec.artifact("dir")]) for kind, spec in
-               (("qud", qud.SPEC), ("events", retrieve.EVENTS), ("patterns", retrieve.PATTERNS),
-                ("extract", extract.SPEC))}
+    folders = {kind: Path(ctx.artifacts[spec.artifact("dir")]) for kind, spec in chain_specs().items()}
     components = ReleaseModels(**folders, profile=ctx.profile, source="this release").specs()
     dataset = _perqa_dir(ctx)
     ids = comparison.question_sample(dataset, comparison.PROFILE_QUESTIONS.get(ctx.profile, comparison.DEFAULT_QUESTIONS),

@@ -58,6 +58,17 @@ def load_questions(dataset_dir: str | Path, split: str) -> list[dict[str, Any]]:
                                        r["id"]))
 
 
+def sample_questions(questions: list[dict[str, Any]], n: int | None, seed: int) -> list[dict[str, Any]]:
+    """A seeded sample of ``n`` of ``questions`` in their order (all of them for None or more than there are):
+    the QUD card's questions and the end-to-end comparison's come from it."""
+    import random
+
+    if n is None or len(questions) <= n:
+        return questions
+    keep = set(random.Random(seed).sample(range(len(questions)), n))
+    return [q for i, q in enumerate(questions) if i in keep]
+
+
 def persona_record(dataset_dir: str | Path, persona_id: str) -> dict[str, Any] | None:
     """The persona questionnaire of one persona (names of relatives, friends, pets...), None when the folder
     has no ``personas`` config."""

@@ -44,30 +44,29 @@ RAG_TOP_N = 10
 
 def question_sample(dataset_dir: Path, n: int | None, seed: int, split: str = "test") -> list[str]:
     """Ids of a seeded sample of ``n`` questions of ``split`` (all of them for None), in dataset order."""
-    import random
+    from convohub.reqap.data.perqa import load_questions, sample_questions
 
-    from convohub.reqap.data.perqa import load_questions
-
-    ids = [q["id"] for q in load_questions(dataset_dir, split)]
-    if not ids:
+    questions = load_questions(dataset_dir, split)
+    if not questions:
         raise ValueError(f"{dataset_dir}: split {split!r} has no questions")
-    if n is None or n >= len(ids):
-        return ids
-    keep = set(random.Random(seed).sample(range(len(ids)), n))
-    return [i for k, i in enumerate(ids) if k in keep]
+    return [q["id"] for q in sample_questions(questions, n, seed)]
+
+
+def _specs(system: str, components: Mapping[str, str]) -> dict[str, str]:
+    """The component specs ``system`` runs: the trained ones, with in-context QUD for ``reqap_icl``."""
+    return {**components, "decomposer": components["decomposer"] if SYSTEMS[system][1] == "sft" else "icl"}
 
 
 def _answerer(system: str, components: Mapping[str, str], backend: Any, dataset_dir: Path, top_n: int) -> Any:
     from convohub.reqap.components.build import make_system
 
-    kind, qud = SYSTEMS[system]
+    kind = SYSTEMS[system][0]
     examples: list[Any] = []
     if kind == "codegen":
         from convohub.reqap.components.baselines import icl_pool_from_dataset
 
         examples = icl_pool_from_dataset(dataset_dir, "train")
-    return make_system(kind, decomposer=components["decomposer"] if qud == "sft" else "icl", retriever=components["retriever"],
-                       extractor=components["extractor"], backend=backend, top_n=top_n, icl_examples=examples)
+    return make_system(kind, **_specs(system, components), backend=backend, top_n=top_n, icl_examples=examples)
 
 
 def compare_systems(dataset_dir: Path, components: Mapping[str, str], backend: Any, out_dir: Path, *,
@@ -77,8 +76,8 @@ def compare_systems(dataset_dir: Path, components: Mapping[str, str], backend: A
 
     ``components`` are the trained models as component specs (``ReleaseModels.specs()``: ``decomposer``
     ``sft:DIR``, ``retriever`` ``ce:EVENTS,PATTERNS``, ``extractor`` ``model:DIR``); ``backend`` is the LLM of
-    ICL QUD, RAG and CodeGen, named ``llm_name`` (default: its ``name``). Each run goes to ``out_dir/<system>/``; a system whose run is already there
-    (same questions) is read back, not run again. Returns ``{"split", "questions", "llm", "top_n", "systems":
+    ICL QUD, RAG and CodeGen, named ``llm_name`` (default: its ``name``). Each run goes to
+    ``out_dir/<system>/``; a system whose run is already there (same questions) is read back, not run again. Returns ``{"split", "questions", "llm", "top_n", "systems":
     {name: scores}, "mcnemar": {baseline: test}}``.
     """
     from convohub.hub import read_json
@@ -98,9 +97,7 @@ def compare_systems(dataset_dir: Path, components: Mapping[str, str], backend: A
         if results is None or results.get("question_ids") != wanted:
             kind, qud = SYSTEMS[name]
             answerer = _answerer(name, components, backend, Path(dataset_dir), top_n)
-            describe = describe_components(kind, decomposer=components["decomposer"] if qud == "sft" else "icl",
-                                           retriever=components["retriever"], extractor=components["extractor"],
-                                           llm=None if qud == "sft" else llm_name)
+            describe = describe_components(kind, **_specs(name, components), llm=None if qud == "sft" else llm_name)
             results = evaluate(dataset_dir, split, kind, answerer, question_ids=wanted, attribution=False,
                                describe=describe, out_dir=run)
         scores[name] = {k: results[k] for k in ("hit@1", "rlx_hit@1", "rlx_hit@1_20", "per_category", "counts",

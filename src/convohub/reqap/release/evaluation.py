@@ -197,9 +197,9 @@ def evaluate(dataset_dir: str | Path, split: str, system: str, answerer: Answere
         from convohub.reqap.data.perqa import load_questions
 
         known = {q["id"]: q["persona_id"] for q in load_questions(dataset_dir, split)}
-        if wanted - set(known):
-            raise ValueError(f"{dataset_dir}: split {split!r} has no question ids "
-                             f"{sorted(wanted - set(known))[:5]} (ids come from the questions config)")
+        if missing := wanted - known.keys():
+            raise ValueError(f"{dataset_dir}: split {split!r} has no question ids {sorted(missing)[:5]} (ids come "
+                             "from the questions config)")
         holders = {known[i] for i in wanted}
         pids = [p for p in persona_ids(dataset_dir, split) if p in holders and (persona is None or p == persona)]
     else:

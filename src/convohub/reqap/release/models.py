@@ -14,8 +14,9 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
-__all__ = ["DEFAULT_HUB", "PROFILES", "MissingRelease", "ReleaseModels", "find_release_models"]
+__all__ = ["DEFAULT_HUB", "PROFILES", "MissingRelease", "ReleaseModels", "chain_specs", "find_release_models"]
 
 #: The release's default output folder (``convohub release`` writes ``./hub_release``).
 DEFAULT_HUB = Path("hub_release")
@@ -45,11 +46,15 @@ class ReleaseModels:
                 "extractor": f"model:{self.extract}"}
 
 
-def _repos(profile: str) -> dict[str, str]:
+def chain_specs() -> dict[str, Any]:
+    """The :class:`~convohub.model_spec.ModelSpec` of each model of the chain, by its field of :class:`ReleaseModels`."""
     from convohub.reqap.release import extract, qud, retrieve
 
-    return {"qud": qud.SPEC.repo_name(profile), "events": retrieve.EVENTS.repo_name(profile),
-            "patterns": retrieve.PATTERNS.repo_name(profile), "extract": extract.SPEC.repo_name(profile)}
+    return {"qud": qud.SPEC, "events": retrieve.EVENTS, "patterns": retrieve.PATTERNS, "extract": extract.SPEC}
+
+
+def _repos(profile: str) -> dict[str, str]:
+    return {kind: spec.repo_name(profile) for kind, spec in chain_specs().items()}
 
 
 def _download(repo_id: str) -> Path:

@@ -26,7 +26,6 @@ the model, and says which data trained it.
 from __future__ import annotations
 
 import json
-import random
 import time
 from datetime import date
 from pathlib import Path
@@ -62,13 +61,6 @@ def base_model_path(model_dir: Path) -> str | None:
     return resolve_model(str(args["model"]["model_name_or_path"]))
 
 
-def _sample(questions: list[dict[str, Any]], max_questions: int | None, seed: int) -> list[dict[str, Any]]:
-    if max_questions is None or len(questions) <= max_questions:
-        return questions
-    keep = set(random.Random(seed).sample(range(len(questions)), max_questions))
-    return [q for i, q in enumerate(questions) if i in keep]
-
-
 def evaluate(model_dir: Path | str | None, dataset_dir: Path, split: str = "test", *,
              max_questions: int | None = 100, retriever: Any = None, extractor: Any = None, decomposer: Any = None,
              max_trees: int = 10, time_budget: float = 60.0, seed: int = 0, batch_size: int = 16,
@@ -90,7 +82,7 @@ def evaluate(model_dir: Path | str | None, dataset_dir: Path, split: str = "test
     from convohub.reqap.components.qud import SFTDecomposer
     from convohub.reqap.components.retrieve import BM25Retriever
     from convohub.reqap.data.gold import gold_tree_or_none
-    from convohub.reqap.data.perqa import load_questions
+    from convohub.reqap.data.perqa import load_questions, sample_questions
     from convohub.reqap.data.qud import gold_steps
     from convohub.reqap.engine.events import EventStore
     from convohub.reqap.engine.executor import REFERENCE_DATE
@@ -103,7 +95,7 @@ def evaluate(model_dir: Path | str | None, dataset_dir: Path, split: str = "test
                                    max_input_tokens=max_input_tokens, max_new_tokens=max_new_tokens)
     retriever = retriever if retriever is not None else BM25Retriever()
     extractor = extractor if extractor is not None else DirectExtractor()
-    questions = _sample(load_questions(dataset_dir, split), max_questions, seed)
+    questions = sample_questions(load_questions(dataset_dir, split), max_questions, seed)
     if not questions:
         raise ValueError(f"{dataset_dir}: split {split!r} has no questions")
     generation = 0.0
