@@ -246,6 +246,28 @@ def test_judge_bi_scores_cached_embeddings_like_text_and_cross_refuses() -> None
         CrychicFollowUpJudgeConfig(architecture="tri")
 
 
+def test_mean_pooling_averages_the_kept_tokens_only_and_survives_a_round_trip(tmp_path: Path) -> None:
+    """``pooling="mean"`` (how all-MiniLM-L6-v2 was trained): a prompt's vector is the mean of its own
+    tokens, so padding it to a longer batch changes nothing; the choice is saved with the model."""
+    model = tiny_model("judge-bi")
+    model.config.pooling = "mean"
+    tok = tokenizer()
+    short = dict(tok(PROMPTS[:1], return_tensors="pt"))
+    padded = dict(tok(PROMPTS, padding=True, return_tensors="pt"))
+    assert padded["attention_mask"][0].sum() < padded["attention_mask"].shape[1]  # the first row is padded
+    with torch.no_grad():
+        alone = model.embed(short["input_ids"], short["attention_mask"])[0]
+        in_batch = model.embed(padded["input_ids"], padded["attention_mask"])[0]
+        hidden = model.encode(short["input_ids"], short["attention_mask"])[0]
+    assert torch.allclose(alone, in_batch, atol=1e-5)
+    assert torch.allclose(alone, hidden.mean(0), atol=1e-6) and not torch.allclose(alone, hidden[0])
+    model.save_pretrained(tmp_path / "judge")
+    assert AutoConfig.from_pretrained(tmp_path / "judge").pooling == "mean"
+    assert CrychicFollowUpJudgeConfig().pooling == "cls"  # the paper's encoders read the first token
+    with pytest.raises(ValueError, match="pooling must be one of"):
+        CrychicFollowUpJudgeConfig(pooling="max")
+
+
 def test_ifqc_loss_reaches_encoder_and_head_and_a_few_steps_lower_it() -> None:
     """Plumbing of training: the loss is attached to every layer (a tiny random encoder barely tells two
     prompts apart at its first token, so the steps learn a shared label, not the task)."""

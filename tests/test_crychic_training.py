@@ -109,12 +109,13 @@ def test_simplifier_script_end_to_end(data_dir: Path, tmp_path: Path) -> None:
     assert [s for s, _ in labels] == ["Thanks!", "Now write a poem."]
 
 
-@pytest.mark.parametrize("architecture", ["bi", "cross"])
-def test_judge_script_end_to_end(data_dir: Path, tmp_path: Path, architecture: str) -> None:
+@pytest.mark.parametrize(("architecture", "pooling"), [("bi", "mean"), ("cross", "cls")])
+def test_judge_script_end_to_end(data_dir: Path, tmp_path: Path, architecture: str, pooling: str) -> None:
     from convohub.crychic.components import ModelParentJudge, StoredTurn
 
     out = tmp_path / f"judge-{architecture}"
-    results = _train("judge", data_dir, out, "--architecture", architecture)
+    results = _train("judge", data_dir, out, "--architecture", architecture, "--pooling", pooling)
+    assert json.loads((out / "config.json").read_text())["pooling"] == pooling
     _check_results(results, out, "judge", heldout_units=2)
     assert results["architecture"] == architecture and results["after"]["threshold"] == 0.4
     assert results["auc_before"] is not None and 0.0 <= results["auc_after"] <= 1.0
@@ -140,6 +141,13 @@ def test_architecture_is_a_judge_only_setting() -> None:
                                                    "--output_dir", "/tmp/unused"])
     with pytest.raises(ValueError, match="judge only"):
         build_model("ifqc", args)
+
+
+def test_pooling_is_refused_for_the_simplifier() -> None:
+    args, _ = make_parser().parse_args_and_config(["--model_name_or_path", ENCODER, "--pooling", "mean",
+                                                   "--output_dir", "/tmp/unused"])
+    with pytest.raises(ValueError, match="separator"):
+        build_model("simplifier", args)
 
 
 def test_simplifier_collator_packs_sentences_and_pads_labels() -> None:

@@ -49,6 +49,9 @@ class CrychicArguments:
     head_hidden_sizes: list[int] | None = field(default=None, metadata={"help": "MLP head hidden sizes "
                                                                                "(default: the paper's)"})
     head_dropout: float = field(default=0.2)
+    pooling: str = field(default="cls", metadata={"help": "IFQC and judge: how a text becomes one vector, cls "
+                                                          "(first token, the paper's) or mean (over its tokens, "
+                                                          "how sentence-transformers encoders were trained)"})
     architecture: str = field(default="bi", metadata={"help": "judge only: bi (paper) or cross"})
     turn_max_tokens: int = field(default=512, metadata={"help": "judge only: tokens kept of each side of a turn"})
     max_train_examples: int | None = field(default=None, metadata={"help": "cap on training rows (seeded)"})
@@ -84,7 +87,10 @@ def build_model(task: str, args: CrychicArguments) -> tuple[Any, Any]:
     if task != "judge" and args.architecture != "bi":
         raise ValueError(f"architecture applies to the judge only; the {task} recipe must leave it at 'bi'")
     path = resolve_model(args.model_name_or_path)
-    kwargs: dict[str, Any] = {"head_dropout": args.head_dropout}
+    if task == "simplifier" and args.pooling != "cls":
+        raise ValueError("pooling applies to the IFQC and the judge; the simplifier reads each sentence at its "
+                         "separator, so its recipe must leave pooling at 'cls'")
+    kwargs: dict[str, Any] = {"head_dropout": args.head_dropout, "pooling": args.pooling}
     if args.head_hidden_sizes is not None:
         kwargs["head_hidden_sizes"] = list(args.head_hidden_sizes)
     if args.max_length is not None:

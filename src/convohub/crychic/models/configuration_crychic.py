@@ -32,6 +32,7 @@ from transformers.configuration_utils import SubConfigSpec
 IFQC_LABELS = ("explicit", "implicit")
 SIMPLIFIER_LABELS = ("polite", "information", "instruction")
 JUDGE_ARCHITECTURES = ("bi", "cross")
+POOLING_MODES = ("cls", "mean")
 
 
 def is_custom_encoder(fields: dict[str, Any]) -> bool:
@@ -103,6 +104,10 @@ class CrychicEncoderConfig(PretrainedConfig):
     head_dropout: float = 0.2
     #: longest input, in tokens, the model is fed (the tokenizer truncates to it)
     max_length: int = 512
+    #: how a text becomes one vector: ``cls`` the first token's hidden state (how RoBERTa and gte are
+    #: fine-tuned in the paper), ``mean`` the mean over its tokens (how sentence-transformers models such as
+    #: all-MiniLM-L6-v2 were trained, so their first token carries little of the sentence)
+    pooling: str = "cls"
 
     #: the head's hidden sizes when none are given; each subclass states the paper's
     default_hidden_sizes: ClassVar[tuple[int, ...]] = ()
@@ -125,6 +130,8 @@ class CrychicEncoderConfig(PretrainedConfig):
             raise ValueError(f"head_hidden_sizes must be positive, got {self.head_hidden_sizes}")
         if not 0.0 <= float(self.head_dropout) < 1.0:
             raise ValueError(f"head_dropout must be in [0, 1), got {self.head_dropout}")
+        if self.pooling not in POOLING_MODES:
+            raise ValueError(f"pooling must be one of {POOLING_MODES}, got {self.pooling!r}")
         if int(self.max_length) < 4:
             raise ValueError(f"max_length must leave room for text between special tokens, got {self.max_length}")
 

@@ -108,6 +108,18 @@ class CrychicPreTrainedModel(PreTrainedModel):
             kwargs["token_type_ids"] = token_type_ids
         return self.encoder(**kwargs).last_hidden_state
 
+    def pool(self, input_ids: torch.Tensor, attention_mask: torch.Tensor | None = None,
+             token_type_ids: torch.Tensor | None = None) -> torch.Tensor:
+        """One vector per text, ``(batch, hidden)``, by ``config.pooling``: the first token or the mean
+        over the tokens the attention mask keeps."""
+        hidden = self.encode(input_ids, attention_mask, token_type_ids)
+        if self.config.pooling == "cls":
+            return hidden[:, 0]
+        if attention_mask is None:
+            return hidden.mean(dim=1)
+        mask = attention_mask.unsqueeze(-1).to(hidden.dtype)
+        return (hidden * mask).sum(dim=1) / mask.sum(dim=1).clamp(min=1.0)
+
     @classmethod
     def from_encoder(cls, encoder_name_or_path: str, *, trust_remote_code: bool = False, **config_kwargs):
         """A model whose encoder starts from pretrained weights (a Hub id or a folder) and whose head is new.
@@ -128,7 +140,7 @@ class CrychicPreTrainedModel(PreTrainedModel):
 
 
 class CrychicIFQCModel(CrychicPreTrainedModel):
-    """Implicit Follow-up Question Classifier: logits over (explicit, implicit) from the first token."""
+    """Implicit Follow-up Question Classifier: logits over (explicit, implicit) from the pooled prompt."""
 
     config_class = CrychicIFQCConfig
 
@@ -142,8 +154,7 @@ class CrychicIFQCModel(CrychicPreTrainedModel):
     def forward(self, input_ids: torch.Tensor, attention_mask: torch.Tensor | None = None,
                 token_type_ids: torch.Tensor | None = None, labels: torch.Tensor | None = None,
                 **kwargs) -> SequenceClassifierOutput:
-        first = self.encode(input_ids, attention_mask, token_type_ids)[:, 0]
-        logits = self.head(first)
+        logits = self.head(self.pool(input_ids, attention_mask, token_type_ids))
         loss = nn.functional.cross_entropy(logits, labels) if labels is not None else None
         return SequenceClassifierOutput(loss=loss, logits=logits)
 
@@ -267,8 +278,8 @@ class CrychicFollowUpJudgeModel(CrychicPreTrainedModel):
 
     def embed(self, input_ids: torch.Tensor, attention_mask: torch.Tensor | None = None,
               token_type_ids: torch.Tensor | None = None) -> torch.Tensor:
-        """One vector per text (first-token hidden state): what the pipeline stores for every turn."""
-        return self.encode(input_ids, attention_mask, token_type_ids)[:, 0]
+        """One vector per text (``config.pooling``): what the pipeline stores for every turn."""
+        return self.pool(input_ids, attention_mask, token_type_ids)
 
     def score_embeddings(self, history: torch.Tensor, prompt: torch.Tensor) -> torch.Tensor:
         """Bi-encoder logits for stored history embeddings against prompt embeddings (broadcast over batch)."""
