@@ -247,8 +247,14 @@ def test_coverage_user_rules():
     user = CoverageUser()
     intent = "I want a cheap drone with a camera for a beginner."  # cheap, drone, camera, beginner
     covering = ("Is a camera drone good for a beginner?", "How heavy is a drone?", "x?", "y?")
-    # the first question covers enough of the intent, but it was never answered: only picked suggestions count
-    assert user.decide(UserView(intent, ("Which cheap camera drone suits a beginner?",), covering)) == "none"
+    # the first question covers enough of the intent, but it was never answered: no "done" before a pick, and
+    # a suggestion bringing the first question's words is still wanted
+    assert user.decide(UserView(intent, ("Which cheap camera drone suits a beginner?",), covering)) == "sq1"
+    # words a picked suggestion brought are not wanted again: nothing else adds, so none
+    night = "I want a cheap drone to film at night indoors."  # cheap, drone, film, night, indoors
+    asked = ("Which drone?", "Is a cheap drone good?")  # 2 of 5 covered: not done yet
+    assert user.decide(UserView(night, asked, ("Which drone is cheap?", "x?"))) == "none"
+    assert user.decide(UserView(night, asked, ("Which drone is cheap?", "Can a drone film at night?"))) == "sq2"
     assert user.decide(UserView(intent, ("Which drone is cheap?", "Does it have a camera for a beginner?"),
                                 covering)) == "done"
     assert user.decide(UserView(intent, ("Which drone?",), ("What does a camera cost?", "Is a camera drone good for "

@@ -5,11 +5,15 @@ user knows the intent; the agent never sees it. Two users act here, each named i
 
 * :class:`LLMUser` (``llm:<model id>``): the paper's LLM user without the explanation: the action prompt of
   :mod:`convohub.promise.prompts` through any chat backend, parsed, re-asked a bounded number of times;
-* :class:`CoverageUser` (``rules:intent-coverage-v1``): a named rule stand-in. It tracks which content words
-  of the intent the questions asked so far cover; when at least :data:`DONE_COVERAGE` of them are covered and
-  it has picked at least one suggestion (the first question itself is never answered in ProMISe: only picked
-  suggestions come with answers) it says ``done``, otherwise it picks the suggestion adding the most uncovered
-  intent words, or ``none`` when no suggestion adds any.
+* :class:`CoverageUser` (``rules:intent-coverage-v2``): a named rule stand-in. When the questions asked so far
+  (the first one included) cover at least :data:`DONE_COVERAGE` of the intent's content words and it has
+  picked at least one suggestion, it says ``done``. Otherwise it picks the suggestion with the most intent
+  words that no picked suggestion has brought yet, or ``none`` when no suggestion has any. The first
+  question counts toward ``done`` but not toward what a suggestion adds: ProMISe never answers the first
+  question (only picked suggestions come with answers), so an intent word the user typed is still wanted.
+  (Version 1 measured both against every question asked; since the first question keeps the intent's
+  specifics, it said ``none`` to 21 of the 28 turns of the tiny release, and agreed with 17 of the 24 hand-labelled
+  decisions below; version 2 agrees with 18.)
 
 Which one acts is a named choice (``auto`` measures both on ``src/convohub/data/promise_user_gold.jsonl``,
 24 user decisions labelled by hand for convohub, and takes the one that agrees better; ties go to the LLM).
@@ -31,7 +35,7 @@ from convohub.promise.prompts import content_words, parse_action, user_request
 GOLD_FILE = Path(__file__).resolve().parents[1] / "data" / "promise_user_gold.jsonl"
 #: share of the intent's content words the asked questions must cover before the rule user says "done"
 DONE_COVERAGE = 0.5
-RULES_NAME = "rules:intent-coverage-v1"
+RULES_NAME = "rules:intent-coverage-v2"
 AUTO = "auto"
 
 
@@ -69,7 +73,8 @@ class CoverageUser:
         covered = set().union(*(content_words(q) for q in view.asked)) & wanted
         if len(view.asked) > 1 and wanted and len(covered) / len(wanted) >= self.done_coverage:
             return "done"
-        gains = [len((content_words(c) & wanted) - covered) for c in view.candidates]
+        answered = set().union(*(content_words(q) for q in view.asked[1:])) & wanted
+        gains = [len((content_words(c) & wanted) - answered) for c in view.candidates]
         best = max(gains)
         return "none" if best == 0 else f"sq{gains.index(best) + 1}"
 
