@@ -232,7 +232,7 @@ def test_json_list_sources_and_unreadable_ones(tmp_path: Path) -> None:
     listed.write_text(json.dumps([GOOD]), encoding="utf-8")
     assert read_annotated(listed)[0]["conversation_id"] == "ok"
     (tmp_path / "obj.json").write_text(json.dumps(GOOD), encoding="utf-8")
-    with pytest.raises(WildChatTreeSourceError, match=r"obj\.json: a \.json source must hold a list"):
+    with pytest.raises(WildChatTreeSourceError, match=r"obj\.json: a \.json file must hold a list"):
         read_annotated(tmp_path / "obj.json")
     (tmp_path / "broken.jsonl").write_text('{"conversation_id": "x",\n', encoding="utf-8")
     with pytest.raises(WildChatTreeSourceError, match=r"broken\.jsonl:1: not valid JSON"):

@@ -10,11 +10,12 @@ modules wrap, and a ``model-index`` fragment is written for the submitter's mode
 
 from __future__ import annotations
 
-import json
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
+
+from convohub.jsonlines import jsonl_records
 
 
 class ScoringError(ValueError):
@@ -53,17 +54,10 @@ def read_submission(path: Path, benchmark: Benchmark) -> dict[str, Any]:
     """Parse and validate a JSONL submission into {id: prediction}."""
     predictions: dict[str, Any] = {}
     try:
-        lines = Path(path).read_text(encoding="utf-8").splitlines()
+        records = jsonl_records(path, error=SubmissionError, expected="one JSON object")
     except OSError as exc:
         raise SubmissionError(f"{path}: cannot read the submission ({exc})") from exc
-    for number, line in enumerate(lines, start=1):
-        if not line.strip():
-            continue
-        where = f"{path}:{number}"
-        try:
-            obj = json.loads(line)
-        except json.JSONDecodeError as exc:
-            raise SubmissionError(f"{where}: not valid JSON ({exc.msg}); each line must be one JSON object") from exc
+    for where, obj in records:
         if not isinstance(obj, dict) or "id" not in obj or "prediction" not in obj:
             raise SubmissionError(f'{where}: each line must be an object with "id" and "prediction"')
         item_id = obj["id"]

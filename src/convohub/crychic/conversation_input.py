@@ -24,6 +24,7 @@ from typing import Any
 
 from convohub.conversations.transcript import exchanges, messages_from_items, parse_transcript
 from convohub.crychic.source import WildChatTreeSourceError, check_conversation
+from convohub.jsonlines import json_document, jsonl_records
 
 
 class ConversationInputError(ValueError):
@@ -115,25 +116,12 @@ def read_conversation_file(path: Path, conversation_id: str | None = None) -> Co
     if not path.is_file():
         raise ConversationInputError(f"{path}: no such file; give a .json file with a list of "
                                      "{role, content} messages or one WildChatTree record")
-    text = path.read_text(encoding="utf-8")
     if path.suffix == ".jsonl":
-        records = []
-        for number, line in enumerate(text.splitlines(), start=1):
-            if line.strip():
-                try:
-                    records.append((f"{path}:{number}", json.loads(line)))
-                except json.JSONDecodeError as exc:
-                    raise ConversationInputError(f"{path}:{number}: not valid JSON ({exc.msg}); each line must be "
-                                                 "one conversation record") from exc
+        records = jsonl_records(path, error=ConversationInputError, expected="one conversation record")
         if not records:
             raise ConversationInputError(f"{path}: the file is empty")
         return _pick(records, conversation_id, str(path))
-    try:
-        doc = json.loads(text)
-    except json.JSONDecodeError as exc:
-        raise ConversationInputError(f"{path}: not valid JSON ({exc.msg} at line {exc.lineno}, column "
-                                     f"{exc.colno})") from exc
-    return conversation_from_json(doc, str(path), conversation_id)
+    return conversation_from_json(json_document(path, error=ConversationInputError), str(path), conversation_id)
 
 
 def conversation_from_text(text: str) -> ConversationInput:

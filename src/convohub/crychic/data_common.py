@@ -25,6 +25,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from convohub.hub import atomic_write_text
+from convohub.jsonlines import jsonl_records
 
 if TYPE_CHECKING:  # pragma: no cover
     from convohub.llm import ChatBackend
@@ -51,14 +52,16 @@ def read_gold(file_name: str, keys: Sequence[str], path: str | Path | None = Non
         text = resources.files("convohub").joinpath("data", file_name).read_text(encoding="utf-8")
     else:
         text = Path(path).read_text(encoding="utf-8")
-    items = [json.loads(line) for line in text.splitlines() if line.strip()]
+    items = []
     ids: set[str] = set()
-    for n, item in enumerate(items, 1):
-        if set(item) != set(keys):
-            raise ValueError(f"{name} line {n}: keys must be {', '.join(keys)}; got {sorted(item)}")
+    for where, item in jsonl_records(name, text=text, expected=f"one object with keys {', '.join(keys)}"):
+        if not isinstance(item, dict) or set(item) != set(keys):
+            got = sorted(item) if isinstance(item, dict) else type(item).__name__
+            raise ValueError(f"{where}: keys must be {', '.join(keys)}; got {got}")
         if item["id"] in ids:
-            raise ValueError(f"{name} line {n}: duplicate id {item['id']!r}")
+            raise ValueError(f"{where}: duplicate id {item['id']!r}")
         ids.add(item["id"])
+        items.append(item)
     return items
 
 

@@ -18,10 +18,11 @@ conversation, the turn and the field, so an annotator can fix it; nothing is sil
 
 from __future__ import annotations
 
-import json
 from collections.abc import Iterator, Mapping
 from pathlib import Path
 from typing import Any
+
+from convohub.jsonlines import json_records
 
 SUFFIXES = (".jsonl", ".json")
 TURN_FIELDS = ("turn_index", "user_prompt", "assistant_response", "parent")
@@ -47,28 +48,10 @@ def source_files(source: Path) -> list[Path]:
     return [source]
 
 
-def _objects(path: Path) -> Iterator[tuple[str, Any]]:
+def _objects(path: Path) -> list[tuple[str, Any]]:
     """(where, object) for every conversation object of one file; ``where`` is the file and line or item."""
-    text = path.read_text(encoding="utf-8")
-    if path.suffix == ".jsonl":
-        for number, line in enumerate(text.splitlines(), start=1):
-            if not line.strip():
-                continue
-            try:
-                yield f"{path}:{number}", json.loads(line)
-            except json.JSONDecodeError as exc:
-                raise WildChatTreeSourceError(f"{path}:{number}: not valid JSON ({exc.msg}); each line must be "
-                                              "one conversation object") from exc
-        return
-    try:
-        doc = json.loads(text)
-    except json.JSONDecodeError as exc:
-        raise WildChatTreeSourceError(f"{path}: not valid JSON ({exc.msg} at line {exc.lineno})") from exc
-    if not isinstance(doc, list):
-        raise WildChatTreeSourceError(f"{path}: a .json source must hold a list of conversation objects, "
-                                      f"got {type(doc).__name__}")
-    for i, obj in enumerate(doc):
-        yield f"{path} (item {i})", obj
+    return json_records(path, error=WildChatTreeSourceError, expected="one conversation object",
+                        items="conversation objects")
 
 
 def _is_int(value: Any) -> bool:

@@ -11,7 +11,6 @@ of a JSON file of the same shape, or JSON Lines of ``{"id", "text"}``) plugs in 
 
 from __future__ import annotations
 
-import json
 from collections.abc import Sequence
 from dataclasses import dataclass
 from functools import lru_cache
@@ -19,6 +18,7 @@ from pathlib import Path
 from typing import Any, Protocol
 
 from convohub.bm25 import english_index, english_query_tokens
+from convohub.jsonlines import json_document, jsonl_records
 
 DEFAULT_COLLECTION = Path(__file__).resolve().parents[1] / "data" / "promise_passages.json"
 
@@ -57,15 +57,13 @@ class PassageCollection:
         path = Path(path)
         if path.suffix == ".jsonl":
             passages = []
-            for number, line in enumerate(path.read_text(encoding="utf-8").splitlines(), start=1):
-                if not line.strip():
-                    continue
-                row = json.loads(line)
+            expected = "an object with 'id' and 'text'"
+            for where, row in jsonl_records(path, expected=expected):
                 if not isinstance(row, dict) or not isinstance(row.get("text"), str) or "id" not in row:
-                    raise ValueError(f"{path}:{number}: each line must be an object with 'id' and 'text'")
+                    raise ValueError(f"{where}: each line must be {expected}")
                 passages.append(Passage(str(row["id"]), row["text"], str(row.get("topic", ""))))
             return cls(path.stem, f"passages read from {path.name}", tuple(passages))
-        doc = json.loads(path.read_text(encoding="utf-8"))
+        doc = json_document(path)
         passages, topics = [], []
         for t in doc["topics"]:
             topics.append(Topic(t["id"], t["topic"], t.get("category", "")))

@@ -23,11 +23,11 @@ second ``none``. Dialogue ids are unique across both splits.
 
 from __future__ import annotations
 
-import json
-from collections.abc import Iterator, Mapping
+from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
+from convohub.jsonlines import json_records
 from convohub.promise.records import ACTIONS, N_SQS, OUTCOMES, SPLITS, outcome_of
 
 DIALOGUE_FIELDS = ("dialogue_id", "topic", "intent", "initial_question", "outcome", "num_turns", "turns")
@@ -58,26 +58,8 @@ def split_files(source: Path) -> dict[str, Path]:
     return files
 
 
-def _objects(path: Path) -> Iterator[tuple[str, Any]]:
-    text = path.read_text(encoding="utf-8")
-    if path.suffix == ".jsonl":
-        for number, line in enumerate(text.splitlines(), start=1):
-            if line.strip():
-                try:
-                    yield f"{path}:{number}", json.loads(line)
-                except json.JSONDecodeError as exc:
-                    raise PromiseSourceError(f"{path}:{number}: not valid JSON ({exc.msg}); each line must be one "
-                                             "dialogue object") from exc
-        return
-    try:
-        doc = json.loads(text)
-    except json.JSONDecodeError as exc:
-        raise PromiseSourceError(f"{path}: not valid JSON ({exc.msg} at line {exc.lineno})") from exc
-    if not isinstance(doc, list):
-        raise PromiseSourceError(f"{path}: a .json split must hold a list of dialogue objects, got "
-                                 f"{type(doc).__name__}")
-    for i, obj in enumerate(doc):
-        yield f"{path} (item {i})", obj
+def _objects(path: Path) -> list[tuple[str, Any]]:
+    return json_records(path, error=PromiseSourceError, expected="one dialogue object", items="dialogue objects")
 
 
 def _text(value: Any, at: str, field: str, *, empty: bool = False) -> str:

@@ -26,6 +26,7 @@ from itertools import islice
 from pathlib import Path
 from typing import Any
 
+from convohub.jsonlines import jsonl_records
 from convohub.reqap.components.qud import (
     QUDExample,
     RecursiveDecomposer,
@@ -240,12 +241,10 @@ def write_pairs(pairs: Sequence[StepPair], path: str | Path, stats: Mapping[str,
 def read_pairs(path: str | Path) -> list[StepPair]:
     """Pairs written by :func:`write_pairs` (errors name the file and line)."""
     out = []
-    for n, line in enumerate(Path(path).read_text(encoding="utf-8").splitlines(), start=1):
-        if not line.strip():
-            continue
+    for where, record in jsonl_records(path, expected="one QUD step pair {chain, input, output, source}"):
         try:
-            out.append(StepPair.from_record(json.loads(line)))
+            out.append(StepPair.from_record(record))
         except (ValueError, KeyError, TypeError) as err:
-            raise ValueError(f"{path} line {n}: not a QUD step pair ({err}); expected "
+            raise ValueError(f"{where}: not a QUD step pair ({err}); expected "
                              "{chain, input, output, source}") from None
     return out

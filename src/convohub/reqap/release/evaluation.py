@@ -36,6 +36,7 @@ from datetime import date
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Protocol
 
+from convohub.jsonlines import jsonl_records
 from convohub.metrics.hit_at_1 import hit_at_1, is_hit
 from convohub.reqap.data.perqa import load_persona, persona_ids
 from convohub.reqap.engine.events import EventStore
@@ -347,12 +348,10 @@ def _predictions(path: str | Path) -> tuple[dict[str, Any], dict[str, bool]]:
     results_file = folder / "results.json"
     results = json.loads(results_file.read_text(encoding="utf-8")) if results_file.is_file() else {}
     hits = {}
-    for n, line in enumerate(predictions.read_text(encoding="utf-8").splitlines(), start=1):
-        if line.strip():
-            record = json.loads(line)
-            if "id" not in record or "hit" not in record:
-                raise ValueError(f"{predictions} line {n}: no 'id'/'hit' (not written by `reqap evaluate`)")
-            hits[str(record["id"])] = bool(record["hit"])
+    for where, record in jsonl_records(predictions, expected="one prediction of `reqap evaluate`"):
+        if not isinstance(record, dict) or "id" not in record or "hit" not in record:
+            raise ValueError(f"{where}: no 'id'/'hit' (not written by `reqap evaluate`)")
+        hits[str(record["id"])] = bool(record["hit"])
     return results, hits
 
 
