@@ -391,6 +391,26 @@ def test_load_local_sees_a_rebuilt_folder(tmp_path: Path) -> None:
         load_local(folder, "nope")
 
 
+def test_load_split_reads_a_folder_a_parquet_file_or_asks_the_hub(tmp_path: Path, monkeypatch) -> None:
+    """Every reader of a training or evaluation split goes through ``load_split``: a built folder (its first
+    split when none is named), a Parquet file, else a Hub id through ``datasets.load_dataset``."""
+    from convohub.hub import load_split
+
+    target = HubTarget(root=tmp_path)
+    splits = {"validation": datasets.Dataset.from_list([{"x": 1}]), "test": datasets.Dataset.from_list([{"x": 2}])}
+    write_dataset(target, "toy", {"main": splits}, _card())
+    folder = target.repo_dir("datasets", "toy")
+    assert load_split(folder, "main", "test")["x"] == [2]
+    assert load_split(folder, "main")["x"] == [1]  # the first split the card lists
+    with pytest.raises(KeyError, match="no split 'train'"):
+        load_split(folder, "main", "train")
+    shard = next((folder / "data" / "main").glob("test-*.parquet"))
+    assert load_split(shard, "ignored")["x"] == [2]
+    asked = []
+    monkeypatch.setattr(datasets, "load_dataset", lambda *a, **k: asked.append((a, k)) or "rows")
+    assert load_split("org/name", "main", "test") == "rows" and asked == [(("org/name", "main"), {"split": "test"})]
+
+
 def test_plain_load_dataset_sees_a_rebuild_with_other_rows(tmp_path: Path) -> None:
     """Users load with plain ``load_dataset``: its cache of a local folder is keyed on the card's metadata,
     so the card carries each split's size (``dataset_info``) and a rebuild with other rows loads fresh."""

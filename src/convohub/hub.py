@@ -302,6 +302,26 @@ def load_local(folder: Path | str, config: str, split: str | None = None) -> Any
     return splits[split]
 
 
+def load_split(dataset: Path | str, config: str, split: str | None = None) -> Any:
+    """One config and split of a dataset wherever it lives: a folder convohub wrote (its Parquet shards, read
+    by :func:`load_local`, never the ``datasets`` cache), a single Parquet file (the config is then moot), or a
+    Hub dataset id. ``split=None`` takes the config's first split, so a config with one split needs no name."""
+    path = Path(dataset)
+    if path.is_dir():
+        if split is not None:
+            return load_local(path, config, split)
+        splits = load_local(path, config)
+        return splits[next(iter(splits))]
+    import datasets
+
+    if path.is_file():
+        return datasets.Dataset.from_parquet(str(path))
+    if split is not None:
+        return datasets.load_dataset(str(dataset), config, split=split)
+    splits = datasets.load_dataset(str(dataset), config)
+    return splits[next(iter(splits))]
+
+
 # --------------------------------------------------------------------------------------------- models
 #: Files a trainer leaves in its output folder that do not belong in a model repo (logs with run times
 #: would also break byte-identical re-runs; the card carries the evaluation instead).

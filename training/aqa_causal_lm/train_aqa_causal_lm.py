@@ -29,7 +29,6 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from dataclasses import dataclass, field
-from pathlib import Path
 from typing import Any
 
 
@@ -57,14 +56,9 @@ def make_parser():
 
 def load_corpus(dataset_path: str, context: str) -> Any:
     """The ``conversations`` or ``summaries`` config (split ``train``) of a local folder or a Hub dataset."""
-    config = "conversations" if context == "raw" else "summaries"
-    if Path(dataset_path).is_dir():
-        from convohub.hub import load_local
+    from convohub.hub import load_split
 
-        return load_local(dataset_path, config, "train")
-    import datasets
-
-    return datasets.load_dataset(dataset_path, config, split="train")
+    return load_split(dataset_path, "conversations" if context == "raw" else "summaries", "train")
 
 
 def main(argv: Sequence[str] | None = None) -> dict[str, Any]:

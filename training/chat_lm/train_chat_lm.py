@@ -30,7 +30,6 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from dataclasses import dataclass, field
-from pathlib import Path
 from typing import Any
 
 
@@ -61,13 +60,9 @@ def make_parser():
 
 def load_conversations(args: ChatLMArguments, split: str) -> Any:
     """One split of the ``conversations`` config from a local convohub folder or a Hub dataset id."""
-    if Path(args.dataset_path).is_dir():  # a folder convohub wrote: read its Parquet directly (no stale cache)
-        from convohub.hub import load_local
+    from convohub.hub import load_split
 
-        return load_local(args.dataset_path, args.dataset_config, split)
-    import datasets
-
-    return datasets.load_dataset(args.dataset_path, args.dataset_config, split=split)
+    return load_split(args.dataset_path, args.dataset_config, split)
 
 
 def main(argv: Sequence[str] | None = None) -> dict[str, Any]:

@@ -18,7 +18,7 @@ from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
-from convohub.hub import ModelCardInfo, read_json
+from convohub.hub import ModelCardInfo, load_split, read_json
 from convohub.model_spec import CardInput, CardValues, ModelSpec, block, profile_recipes
 from convohub.training.chat_sft import TRAINING_RECORD_FILE, card_training_values
 
@@ -37,14 +37,7 @@ def read_training_record(model_dir: Path) -> dict[str, Any]:
 def _held_out_rows(args: Mapping[str, Any], dataset_dir: Path | None, limit: int | None) -> list[dict[str, Any]]:
     """The first ``limit`` conversations of the evaluation split training recorded."""
     source = str(dataset_dir) if dataset_dir is not None else str(args["dataset_path"])
-    if Path(source).is_dir():
-        from convohub.hub import load_local
-
-        rows = load_local(source, args["dataset_config"], args["eval_split"])
-    else:  # a Hub dataset id (paper profile)
-        import datasets
-
-        rows = datasets.load_dataset(source, args["dataset_config"], split=args["eval_split"])
+    rows = load_split(source, args["dataset_config"], args["eval_split"])
     count = len(rows) if limit is None else min(limit, len(rows))
     if count == 0:
         raise ValueError(f"no conversations in split {args['eval_split']!r} of {source}")

@@ -129,17 +129,6 @@ def sq_quality_rows(dialogues: Sequence[Mapping[str, Any]]) -> str:
     return markdown_table(["", "turns", "Self-BLEU", "MS-TTR", "BLEU", "BERTScore"], rows)
 
 
-def read_split(dataset: str | Path, config: str, split: str) -> Any:
-    """One config and split of a built folder (read from its Parquet, never a stale cache) or a Hub id."""
-    if Path(dataset).is_dir():
-        from convohub.hub import load_local
-
-        return load_local(dataset, config, split)
-    import datasets
-
-    return datasets.load_dataset(str(dataset), config, split=split)
-
-
 # ------------------------------------------------------------------------------------------------ write
 def tables(splits: Mapping[str, list[dict[str, Any]]]) -> dict[str, dict[str, datasets.Dataset]]:
     """The three configs' Datasets per split."""

@@ -147,9 +147,10 @@ def resolve(spec: str, train: Mapping[str, Sequence[Mapping[str, Any]]] | None =
 
 def load_items(dataset_dir: str | Path, split: str) -> dict[str, list[dict[str, Any]]]:
     """``{task: items}`` of one split of a built promise folder (or a Hub id)."""
-    from convohub.promise.dataset import TASK_CONFIG, read_split
+    from convohub.hub import load_split
+    from convohub.promise.dataset import TASK_CONFIG
 
-    return {task: [dict(r) for r in read_split(dataset_dir, config, split)] for task, config in TASK_CONFIG.items()}
+    return {task: [dict(r) for r in load_split(dataset_dir, config, split)] for task, config in TASK_CONFIG.items()}
 
 
 def score(simulator: Simulator, items: Mapping[str, Sequence[Mapping[str, Any]]],

@@ -242,14 +242,14 @@ def run_lora(argv: Sequence[str] | None = None) -> dict[str, Any]:
     from transformers import AutoModelForCausalLM, AutoTokenizer
     from trl import SFTTrainer, get_peft_config
 
-    from convohub.promise.dataset import read_split
+    from convohub.hub import load_split
     from convohub.training.models import model_init_kwargs, resolve_model
     from convohub.training.runs import save_arguments
 
     args, training_args, model_args = make_lora_parser().parse_args_and_config(
         list(argv) if argv is not None else None, fail_with_unknown_args=True)
     out = Path(training_args.output_dir)
-    rows = action_rows([dict(d) for d in read_split(args.dataset_path, "dialogues", args.train_split)])
+    rows = action_rows([dict(d) for d in load_split(args.dataset_path, "dialogues", args.train_split)])
     if args.max_train_examples is not None and len(rows) > args.max_train_examples:
         rows = random.Random(training_args.seed).sample(rows, args.max_train_examples)
     print(f"generative simulator: {len(rows)} training turns from {args.train_split}")

@@ -113,19 +113,11 @@ def training_config(folder: Path, split: str = "train") -> str:
 
 def load_preference_rows(source: str | Path, config: str | None = None, split: str | None = "train") -> Any:
     """Preference rows as a ``datasets.Dataset`` from a Parquet file, a built folder or a Hub id."""
-    import datasets
+    from convohub.hub import load_split
 
-    path = Path(source)
-    if path.is_file():
-        ds = datasets.Dataset.from_parquet(str(path))
-    elif path.is_dir():
-        from convohub.hub import load_local
-
-        config = config or training_config(path, split or "train")
-        ds = load_local(path, config)
-        ds = ds[split] if split else ds[next(iter(ds))]
-    else:
-        ds = datasets.load_dataset(str(source), config, split=split or "train")
+    if Path(source).is_dir():
+        config = config or training_config(Path(source), split or "train")
+    ds = load_split(source, config, split)
     missing = [c for c in TRAINING_COLUMNS if c not in ds.column_names]
     if missing:
         raise ValueError(f"{source} (config {config!r}): preference rows lack column(s) {missing}; expected the "

@@ -20,6 +20,7 @@ from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
+from convohub.hub import load_split
 from convohub.llm import ChatBackend, ChatRequest, run_chat
 from convohub.metrics.checklist_judge import LEXICAL_JUDGE, LexicalChecklistJudge
 from convohub.metrics.checklist_judge import resolve_judge as resolve_eval_judge  # the Space's name for it
@@ -32,18 +33,7 @@ __all__ = ["LEXICAL_JUDGE", "LexicalChecklistJudge", "evaluate", "format_table",
 def load_test_rows(dataset: str | Path, config: str = "test", split: str | None = None,
                    limit: int | None = None) -> list[dict[str, Any]]:
     """Test instances (prompt, preferences, ...) from a built dataset folder, a Parquet file or a Hub id."""
-    import datasets
-
-    path = Path(dataset)
-    if path.is_file():
-        ds = datasets.Dataset.from_parquet(str(path))
-    elif path.is_dir():
-        from convohub.hub import load_local
-
-        splits = load_local(path, config)
-        ds = splits[split] if split else splits[next(iter(splits))]
-    else:
-        ds = datasets.load_dataset(str(dataset), config, split=split or "test")
+    ds = load_split(dataset, config, split)
     for column in ("prompt", "preferences"):
         if column not in ds.column_names:
             raise ValueError(f"{dataset} (config {config!r}): test rows lack column {column!r}")

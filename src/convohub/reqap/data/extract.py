@@ -286,19 +286,12 @@ def personas_from_dataset(dataset_path: str | Path, split: str) -> Iterator[
         tuple[str, dict[str, Any] | None, list[dict[str, Any]], list[dict[str, Any]]]]:
     """``(persona_id, persona, observable, canonical)`` of one split of a built PerQA dataset (a local
     folder written by convohub, read without the ``datasets`` cache, or a Hub dataset id)."""
-    def load(config: str) -> Any:
-        if Path(dataset_path).is_dir():
-            from convohub.hub import load_local
+    from convohub.hub import load_split
 
-            return load_local(dataset_path, config, split)
-        import datasets
-
-        return datasets.load_dataset(str(dataset_path), config, split=split)
-
-    observable = _rows_by_persona(load("observable_events"))
-    canonical = _rows_by_persona(load("canonical_events"))
+    observable = _rows_by_persona(load_split(dataset_path, "observable_events", split))
+    canonical = _rows_by_persona(load_split(dataset_path, "canonical_events", split))
     try:
-        personas = {r["persona_id"]: json.loads(r["persona"]) for r in load("personas")}
+        personas = {r["persona_id"]: json.loads(r["persona"]) for r in load_split(dataset_path, "personas", split)}
     except (KeyError, ValueError, FileNotFoundError):  # no personas config: names are optional
         personas = {}
     for persona_id in sorted(observable, key=_persona_order):

@@ -299,16 +299,10 @@ def derive_from_perqa(data: Any, split: str, config: RetrieveDataConfig | None =
 
 def personas_with_questions(dataset_path: str | Path, split: str) -> Iterator[PersonaInput]:
     """``(persona_id, observable, canonical, questions)`` of one split of a built PerQA dataset."""
+    from convohub.hub import load_split
     from convohub.reqap.data.extract import personas_from_dataset
 
-    if Path(dataset_path).is_dir():
-        from convohub.hub import load_local
-
-        rows = load_local(dataset_path, "questions", split)
-    else:  # pragma: no cover - needs the Hub
-        import datasets
-
-        rows = datasets.load_dataset(str(dataset_path), "questions", split=split)
+    rows = load_split(dataset_path, "questions", split)
     by_persona: dict[str, list[dict[str, Any]]] = defaultdict(list)
     for r in rows.to_list():
         by_persona[r["persona_id"]].append(r)
