@@ -46,6 +46,27 @@ def encoder_text(item: Mapping[str, Any]) -> tuple[str, str]:
     return str(item["intent"]), f"Asked: {context} Suggested: {candidates}"
 
 
+def class_probabilities(model: Any, tokenizer: Any, items: Sequence[Mapping[str, Any]], max_length: int,
+                        batch_size: int = 32) -> list[list[float]]:
+    """A sequence classifier's class probabilities for task items, read as :func:`encoder_text` pairs (the
+    same input in training, evaluation and the Space)."""
+    import torch
+
+    out: list[list[float]] = []
+    with torch.inference_mode():
+        for start in range(0, len(items), batch_size):
+            pairs = [encoder_text(i) for i in items[start:start + batch_size]]
+            batch = tokenizer([a for a, _ in pairs], [b for _, b in pairs], truncation=True, max_length=max_length,
+                              padding=True, return_tensors="pt")
+            out += torch.softmax(model(**batch).logits.float(), -1).tolist()
+    return out
+
+
+def argmax(probabilities: Sequence[float]) -> int:
+    """The most probable class (the first on a tie)."""
+    return max(range(len(probabilities)), key=probabilities.__getitem__)
+
+
 class MajorityBaseline:
     """Always the most frequent label of the training items (ties: the smaller label)."""
 
@@ -76,21 +97,12 @@ class EncoderSimulator:
 
     def probabilities(self, task: str, items: Sequence[Mapping[str, Any]]) -> list[list[float]]:
         """Class probabilities per item (the Space charts them)."""
-        import torch
-
         tokenizer, model = self.models[task]
-        out: list[list[float]] = []
-        with torch.inference_mode():
-            for start in range(0, len(items), self.batch_size):
-                pairs = [encoder_text(i) for i in items[start:start + self.batch_size]]
-                batch = tokenizer([a for a, _ in pairs], [b for _, b in pairs], truncation=True,
-                                  max_length=getattr(model.config, "promise_max_length", 256), padding=True,
-                                  return_tensors="pt")
-                out += torch.softmax(model(**batch).logits.float(), -1).tolist()
-        return out
+        return class_probabilities(model, tokenizer, items, getattr(model.config, "promise_max_length", 256),
+                                   self.batch_size)
 
     def predict(self, task: str, items: Sequence[Mapping[str, Any]]) -> list[int]:
-        return [max(range(len(p)), key=p.__getitem__) for p in self.probabilities(task, items)]
+        return [argmax(p) for p in self.probabilities(task, items)]
 
 
 class GenerativeSimulator:

@@ -109,20 +109,10 @@ def _train(task: str, args: EncoderArguments, training_args: Any, items: Sequenc
     return model.eval(), trainer
 
 
-def _predict(model: Any, tokenizer: Any, items: Sequence[Mapping[str, Any]], max_length: int,
-             batch_size: int = 32) -> list[int]:
-    import torch
+def _predict(model: Any, tokenizer: Any, items: Sequence[Mapping[str, Any]], max_length: int) -> list[int]:
+    from convohub.promise.simulators import argmax, class_probabilities
 
-    from convohub.promise.simulators import encoder_text
-
-    out: list[int] = []
-    with torch.inference_mode():
-        for start in range(0, len(items), batch_size):
-            pairs = [encoder_text(i) for i in items[start:start + batch_size]]
-            batch = tokenizer([a for a, _ in pairs], [b for _, b in pairs], truncation=True, max_length=max_length,
-                              padding=True, return_tensors="pt")
-            out += model(**batch).logits.argmax(-1).tolist()
-    return out
+    return [argmax(p) for p in class_probabilities(model, tokenizer, items, max_length)]
 
 
 def run_encoder(task: str, argv: Sequence[str] | None = None) -> dict[str, Any]:
