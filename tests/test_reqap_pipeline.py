@@ -57,6 +57,7 @@ class Scripted(ChatBackend):
     def __init__(self, replies: Sequence[str | None]) -> None:
         self.replies = list(replies)
         self.prompts: list[str] = []
+        self.requests: list[ChatRequest] = []
 
     @property
     def model_id(self) -> str:
@@ -66,6 +67,7 @@ class Scripted(ChatBackend):
         out = []
         for r in requests:
             self.prompts.append(r.messages[-1]["content"])
+            self.requests.append(r)
             reply = self.replies.pop(0) if len(self.replies) > 1 else self.replies[0]
             out.append(ChatResponse.failure("HTTP 500") if reply is None else ChatResponse(reply, "stop"))
         return out
@@ -158,6 +160,12 @@ def test_rag_gives_top_n_events_and_parses_the_answer(persona) -> None:
     res = rag.answer(TV_HOURS, store)
     assert res.ok and res.answer == 42 and len(res.event_ids) == 10
     assert "Events (10, most relevant first)" in backend.prompts[0]
+    # worked examples in the prompt's own format come first, and the one-line answer ends at the line break
+    request = backend.requests[0]
+    assert [m["role"] for m in request.messages] == ["system", "user", "assistant", "user", "assistant", "user"]
+    assert all(m["content"].endswith("JSON answer:") for m in request.messages[1:5:2])
+    assert all(json.loads(m["content"])["answer"] is not None for m in request.messages[2:5:2])
+    assert request.stop == ("\n",)
     assert rag.answer(TV_HOURS, store).answer == "Forty-two"
     assert rag.answer(TV_HOURS, store).error.startswith("LLMError")
     assert rag.stats["llm_failures"] == 1 and rag.stats["unparsed_answers"] == 1

@@ -263,10 +263,14 @@ class BaselineResult:
                 "sql": self.sql, "event_ids": self.event_ids, "seconds": round(self.seconds, 4)}
 
 
-def _chat(backend: ChatBackend, system: str, prompt: str, max_new_tokens: int,
-          stop: tuple[str, ...] = ()) -> tuple[str, str | None]:
-    [response] = backend.chat([ChatRequest.from_prompt(prompt, system=system, max_new_tokens=max_new_tokens,
-                                                       stop=stop)])
+def _chat(backend: ChatBackend, system: str, prompt: str, max_new_tokens: int, stop: tuple[str, ...] = (),
+          shots: Sequence[tuple[str, str]] = ()) -> tuple[str, str | None]:
+    """One completion; ``shots`` are worked (user, assistant) exchanges placed before the prompt."""
+    messages = [{"role": "system", "content": system}]
+    for user, assistant in shots:
+        messages += [{"role": "user", "content": user}, {"role": "assistant", "content": assistant}]
+    messages.append({"role": "user", "content": prompt})
+    [response] = backend.chat([ChatRequest(messages=messages, max_new_tokens=max_new_tokens, stop=stop)])
     return response.text, (None if response.ok else f"LLMError: {response.error}")
 
 
@@ -276,6 +280,22 @@ RAG_SYSTEM = ("You answer questions about one person's life using only the event
               "Count, compare and compute over these events yourself. Reply with a JSON object "
               '{"answer": ...} whose value is a number, a string, a date "YYYY-MM-DD" or a list of those, '
               "and nothing else.")
+#: The answer object is one line: a line break ends it (and a copied multi-line event early).
+RAG_STOP = ("\n",)
+#: Two worked exchanges in the prompt's own format, so that a small model answers with the JSON object
+#: instead of copying an event: on the 12 questions of the tiny release SmolLM2-135M copied an event's JSON for
+#: all 12 without them (128 tokens each, 11 s a question) and answered all 12 in the format with them (6 s).
+RAG_SHOTS = (
+    ('Today is 2024-06-30.\n\nEvents (3, most relevant first):\n'
+     '{"event_type": "workout", "start_date": "2024-03-02", "workout_type": "running", "duration": "31"}\n'
+     '{"event_type": "workout", "start_date": "2024-04-11", "workout_type": "running", "duration": "28"}\n'
+     '{"event_type": "online_purchase", "start_date": "2024-04-12", "product": "running shoes"}\n\n'
+     'Question: How many times did I go running in 2024?\nJSON answer:', '{"answer": 2}'),
+    ('Today is 2023-12-31.\n\nEvents (2, most relevant first):\n'
+     '{"event_type": "calendar", "start_date": "2023-05-04", "summary": "Trip to Porto, Portugal"}\n'
+     '{"event_type": "calendar", "start_date": "2023-09-18", "summary": "Trip to Oslo, Norway"}\n\n'
+     'Question: Which city did I visit first in 2023?\nJSON answer:', '{"answer": "Porto"}'),
+)
 
 
 def _event_json(event: Mapping[str, Any]) -> dict[str, Any]:
@@ -322,7 +342,7 @@ class RAGBaseline:
         result.event_ids = list(ids)
         events = [store.by_id[i] for i in ids if i in store.by_id]
         result.output, result.error = _chat(self.backend, RAG_SYSTEM, self.prompt(question, events, reference_date),
-                                            self.max_new_tokens)
+                                            self.max_new_tokens, RAG_STOP, RAG_SHOTS)
         if result.error is not None:
             self.stats["llm_failures"] += 1
         else:
