@@ -11,9 +11,8 @@ user knows the intent; the agent never sees it. Two users act here, each named i
   words that no picked suggestion has brought yet, or ``none`` when no suggestion has any. The first
   question counts toward ``done`` but not toward what a suggestion adds: ProMISe never answers the first
   question (only picked suggestions come with answers), so an intent word the user typed is still wanted.
-  (Version 1 measured both against every question asked; since the first question keeps the intent's
-  specifics, it said ``none`` to 21 of the 28 turns of the tiny release, and agreed with 17 of the 24 hand-labelled
-  decisions below; version 2 agrees with 18.)
+  Measured against every question asked instead, no suggestion could add anything once the first question
+  holds the intent's specifics (as it is asked to), and the user would say ``none`` to nearly every turn.
 
 Which one acts is a named choice (``auto`` measures both on ``src/convohub/data/promise_user_gold.jsonl``,
 24 user decisions labelled by hand for convohub, and takes the one that agrees better; ties go to the LLM).
