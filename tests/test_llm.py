@@ -26,6 +26,7 @@ from convohub.llm import (
     ask_until_parsed,
     backend_from_env,
     cache_key,
+    few_shot_messages,
     make_backend,
     parse_json_answer,
     response_summary,
@@ -141,6 +142,17 @@ def test_chat_request_validates_and_normalises() -> None:
         ChatRequest.from_prompt("x", max_new_tokens=0)
     with pytest.raises(ValueError, match="top_p"):
         ChatRequest.from_prompt("x", top_p=0)
+
+
+def test_few_shot_messages_put_each_worked_exchange_between_the_system_and_the_prompt() -> None:
+    shots = [("2 + 2?", "4"), ("3 + 3?", "6")]
+    expected = [{"role": "system", "content": "Reply with the number."},
+                {"role": "user", "content": "2 + 2?"}, {"role": "assistant", "content": "4"},
+                {"role": "user", "content": "3 + 3?"}, {"role": "assistant", "content": "6"},
+                {"role": "user", "content": "5 + 5?"}]
+    assert few_shot_messages("Reply with the number.", shots, "5 + 5?") == expected
+    assert ChatRequest.from_prompt("5 + 5?", system="Reply with the number.", shots=shots).messages == expected
+    assert few_shot_messages(None, (), "hi") == [{"role": "user", "content": "hi"}]
 
 
 # --------------------------------------------------------------------------------------- cache

@@ -14,11 +14,6 @@ from pathlib import Path
 from typing import Any
 
 
-def where_line(path: str | Path, number: int) -> str:
-    """How every message names one line of a file: ``path:number`` (editors and terminals link it)."""
-    return f"{path}:{number}"
-
-
 def jsonl_records(path: str | Path, *, text: str | None = None, error: type[Exception] = ValueError,
                   expected: str = "one JSON object") -> list[tuple[str, Any]]:
     """``(where, value)`` for every non-blank line of a JSON Lines file (``text`` when the caller already holds
@@ -30,7 +25,7 @@ def jsonl_records(path: str | Path, *, text: str | None = None, error: type[Exce
     for number, line in enumerate(text.splitlines(), start=1):
         if not line.strip():
             continue
-        where = where_line(path, number)
+        where = f"{path}:{number}"  # editors and terminals open the file at that line
         try:
             out.append((where, json.loads(line)))
         except json.JSONDecodeError as exc:

@@ -33,7 +33,7 @@ from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
 from convohub.aqa.settings import KEYWORD_TYPES, Settings
-from convohub.llm import ChatBackend, ChatRequest, ask_until_parsed, parse_json_answer
+from convohub.llm import ChatBackend, ChatRequest, ask_until_parsed, few_shot_messages, parse_json_answer
 
 FIELDS = ("summary", "intent", "keywords")
 SYSTEM = "You write short, factual notes about chat logs."
@@ -103,11 +103,9 @@ def _prompt(field: str, text: str, settings: Settings) -> str:
 def messages(field: str, text: str, settings: Settings) -> list[dict[str, str]]:
     """The chat of one field's request (the ``pairs`` keyword format puts its examples in earlier turns)."""
     if field == "keywords" and settings.keyword_format == "pairs":
-        chat = [{"role": "system", "content": f"Reply with type=value pairs separated by semicolons, or none. "
-                                              f"Types: {TYPES_LINE}."}]
-        for asked, answer in PAIR_EXAMPLES:
-            chat += [{"role": "user", "content": PAIR_PREFIX + asked}, {"role": "assistant", "content": answer}]
-        return chat + [{"role": "user", "content": PAIR_PREFIX + text}]
+        system = f"Reply with type=value pairs separated by semicolons, or none. Types: {TYPES_LINE}."
+        return few_shot_messages(system, [(PAIR_PREFIX + asked, answer) for asked, answer in PAIR_EXAMPLES],
+                                 PAIR_PREFIX + text)
     return [{"role": "system", "content": SYSTEM}, {"role": "user", "content": _prompt(field, text, settings)}]
 
 

@@ -187,10 +187,8 @@ class LLMLabeller:
         params: dict[str, Any] = {"max_new_tokens": self.max_new_tokens}
         if attempt:
             params |= {"temperature": 0.7, "seed": int(digest(["retry", attempt])[:8], 16)}
-        messages = [{"role": "system", "content": SYSTEM}]
-        for shot, answer in SHOTS:
-            messages += [{"role": "user", "content": _ask(shot)}, {"role": "assistant", "content": answer}]
-        return ChatRequest(messages=[*messages, {"role": "user", "content": _ask(sentence)}], **params)
+        shots = [(_ask(shot), answer) for shot, answer in SHOTS]
+        return ChatRequest.from_prompt(_ask(sentence), system=SYSTEM, shots=shots, **params)
 
     def annotate(self, sentences: Sequence[str]) -> list[Annotation]:
         def parse(i: int, text: str) -> Annotation | None:

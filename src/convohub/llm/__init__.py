@@ -19,13 +19,14 @@ from .cache import CachedBackend, ResponseCache, cache_key
 from .factory import OFFLINE_SPEC, backend_from_env, default_backend, make_backend
 from .jsonparse import JsonParse, parse_json_answer
 from .runner import Parsed, ask_until_parsed, response_summary, run_chat
-from .types import ChatBackend, ChatRequest, ChatResponse
+from .types import ChatBackend, ChatRequest, ChatResponse, few_shot_messages
 
 if TYPE_CHECKING:
     from .endpoint import EndpointBackend
     from .local import TransformersBackend
 
 __all__ = [
+    "few_shot_messages",
     "CachedBackend",
     "ChatBackend",
     "ChatRequest",

@@ -12,7 +12,7 @@ one bad prompt or one exhausted retry must not throw away the other 9,999 answer
 from __future__ import annotations
 
 import abc
-from collections.abc import Mapping, Sequence
+from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -38,6 +38,15 @@ def _normalise_messages(messages: Sequence[Mapping[str, Any]]) -> list[dict[str,
             raise TypeError(f"messages[{i}]['content'] must be a str, got {type(content).__name__}")
         out.append({"role": role, "content": content})
     return out
+
+
+def few_shot_messages(system: str | None, shots: Iterable[tuple[str, str]], prompt: str) -> list[dict[str, str]]:
+    """The system message (if any), each worked (user, assistant) exchange in turn, then the prompt: how every
+    few-shot step shows a small model the answer format in the chat's own turns."""
+    messages = [{"role": "system", "content": system}] if system else []
+    for user, assistant in shots:
+        messages += [{"role": "user", "content": user}, {"role": "assistant", "content": assistant}]
+    return [*messages, {"role": "user", "content": prompt}]
 
 
 @dataclass(frozen=True)
@@ -72,11 +81,10 @@ class ChatRequest:
             raise TypeError(f"seed must be an int or None, got {type(self.seed).__name__}")
 
     @classmethod
-    def from_prompt(cls, prompt: str, system: str | None = None, **params: Any) -> ChatRequest:
-        """A single user turn, optionally preceded by a system prompt."""
-        messages = [{"role": "system", "content": system}] if system else []
-        messages.append({"role": "user", "content": prompt})
-        return cls(messages=messages, **params)
+    def from_prompt(cls, prompt: str, system: str | None = None, shots: Iterable[tuple[str, str]] = (),
+                    **params: Any) -> ChatRequest:
+        """A user turn, optionally preceded by a system prompt and worked exchanges (:func:`few_shot_messages`)."""
+        return cls(messages=few_shot_messages(system, shots, prompt), **params)
 
     @property
     def greedy(self) -> bool:

@@ -27,7 +27,7 @@ import re
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 
-from convohub.llm import ChatBackend, ChatRequest, ask_until_parsed, parse_json_answer
+from convohub.llm import ChatBackend, ChatRequest, ask_until_parsed, few_shot_messages, parse_json_answer
 from convohub.wildfeedback.identify import group_turns
 from convohub.wildfeedback.labels import NA, FeedbackResult
 
@@ -234,13 +234,10 @@ def summariser_name(backend: ChatBackend | None, prompt_style: str = "full") -> 
 
 def episode_messages(request: str, feedback: str) -> list[dict[str, str]]:
     """The system instruction, two worked examples, then the request and the feedback turn to describe."""
-    messages = [{"role": "system", "content": _EPISODE_SYSTEM}]
-    for shot_request, shot_feedback, sentence in _EPISODE_SHOTS:
-        messages += [{"role": "user", "content": _EPISODE_TURN.format(request=shot_request, feedback=shot_feedback)},
-                     {"role": "assistant", "content": sentence}]
-    messages.append({"role": "user", "content": _EPISODE_TURN.format(
-        request=_clip(request, EPISODE_CONTEXT_CHARS), feedback=_clip(feedback, EPISODE_CONTEXT_CHARS))})
-    return messages
+    shots = [(_EPISODE_TURN.format(request=shot_request, feedback=shot_feedback), sentence)
+             for shot_request, shot_feedback, sentence in _EPISODE_SHOTS]
+    return few_shot_messages(_EPISODE_SYSTEM, shots, _EPISODE_TURN.format(
+        request=_clip(request, EPISODE_CONTEXT_CHARS), feedback=_clip(feedback, EPISODE_CONTEXT_CHARS)))
 
 
 def _clip(text: str, limit: int) -> str:

@@ -25,7 +25,7 @@ import re
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 
-from convohub.llm import ChatBackend, ChatRequest, ask_until_parsed
+from convohub.llm import ChatBackend, ChatRequest, ask_until_parsed, few_shot_messages
 from convohub.wildfeedback.labels import NA, FeedbackResult
 from convohub.wildfeedback.rules import LABELLER_NAME, label_turns
 
@@ -100,13 +100,9 @@ def label_messages(ai: str, user: str, polarity: str) -> list[dict[str, str]]:
     """The closed label list as the system message, two worked examples, then the turn."""
     table = SAT_GLOSSES if polarity == "sat" else DSAT_GLOSSES
     options = "\n".join(f"- {label}: {gloss}" for label, gloss in table.items())
-    messages = [{"role": "system", "content": _LABEL_SYSTEM.format(options=options)}]
-    for shot_ai, shot_user, label in _LABEL_SHOTS[polarity]:
-        messages += [{"role": "user", "content": _TURN.format(ai=shot_ai, user=shot_user)},
-                     {"role": "assistant", "content": label}]
-    messages.append({"role": "user", "content": _TURN.format(ai=_clip(ai, CONTEXT_CHARS) or "(none)",
-                                                             user=_clip(user, MESSAGE_CHARS))})
-    return messages
+    shots = [(_TURN.format(ai=shot_ai, user=shot_user), label) for shot_ai, shot_user, label in _LABEL_SHOTS[polarity]]
+    return few_shot_messages(_LABEL_SYSTEM.format(options=options), shots,
+                             _TURN.format(ai=_clip(ai, CONTEXT_CHARS) or "(none)", user=_clip(user, MESSAGE_CHARS)))
 
 
 _WORDS = (("dissatisfied", "dsat"), ("unsatisfied", "dsat"), ("not satisfied", "dsat"), ("satisfied", "sat"),

@@ -266,11 +266,8 @@ class BaselineResult:
 def _chat(backend: ChatBackend, system: str, prompt: str, max_new_tokens: int, stop: tuple[str, ...] = (),
           shots: Sequence[tuple[str, str]] = ()) -> tuple[str, str | None]:
     """One completion; ``shots`` are worked (user, assistant) exchanges placed before the prompt."""
-    messages = [{"role": "system", "content": system}]
-    for user, assistant in shots:
-        messages += [{"role": "user", "content": user}, {"role": "assistant", "content": assistant}]
-    messages.append({"role": "user", "content": prompt})
-    [response] = backend.chat([ChatRequest(messages=messages, max_new_tokens=max_new_tokens, stop=stop)])
+    [response] = backend.chat([ChatRequest.from_prompt(prompt, system=system, shots=shots,
+                                                       max_new_tokens=max_new_tokens, stop=stop)])
     return response.text, (None if response.ok else f"LLMError: {response.error}")
 
 

@@ -77,8 +77,8 @@ def compare_systems(dataset_dir: Path, components: Mapping[str, str], backend: A
     ``components`` are the trained models as component specs (``ReleaseModels.specs()``: ``decomposer``
     ``sft:DIR``, ``retriever`` ``ce:EVENTS,PATTERNS``, ``extractor`` ``model:DIR``); ``backend`` is the LLM of
     ICL QUD, RAG and CodeGen, named ``llm_name`` (default: its ``name``). Each run goes to
-    ``out_dir/<system>/``; a system whose run is already there (same questions) is read back, not run again. Returns ``{"split", "questions", "llm", "top_n", "systems":
-    {name: scores}, "mcnemar": {baseline: test}}``.
+    ``out_dir/<system>/``; a system whose run is already there (same questions) is read back, not run again.
+    Returns ``{"split", "questions", "llm", "top_n", "systems": {name: scores}, "mcnemar": {baseline: test}}``.
     """
     from convohub.hub import read_json
     from convohub.reqap.components.build import describe_components
