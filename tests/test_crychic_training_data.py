@@ -56,6 +56,18 @@ def test_plan_cells_balances_the_classes_and_rejects_unknown_domains() -> None:
         ifqc.plan_cells(1, ("astrology",))
 
 
+def test_polite_cells_are_off_by_default_and_join_the_explicit_class() -> None:
+    assert not any(c.template == "polite" for c in ifqc.plan_cells(1, ("cooking", "music")))
+    cells = ifqc.plan_cells(1, ("cooking", "music"), polite_share=1 / 3)
+    polite = [c for c in cells if c.template == "polite"]
+    assert len(polite) == round((2 * 2 * 3 * 2) / 3) == 8
+    assert {c.ending for c in polite} == {"statement"} and {c.band for c in polite} == set(ifqc.LENGTH_BANDS)
+    assert all(c.action in ifqc.POLITE_ACTIONS and "asking for nothing" in c.prompt() for c in polite)
+    assert ifqc.TEMPLATE_CLASS["polite"] == "explicit"
+    with pytest.raises(ValueError, match="polite_share"):
+        ifqc.plan_cells(1, ("cooking",), polite_share=1.5)
+
+
 @pytest.mark.parametrize("text,cell,reason", [
     ("Make it shorter.", ifqc.Cell("implicit", "statement", "3-5"), None),
     ("Make it shorter?", ifqc.Cell("implicit", "statement", "3-5"), "ending mark"),
@@ -69,6 +81,11 @@ def test_plan_cells_balances_the_classes_and_rejects_unknown_domains() -> None:
     ("Can you fix the bug in it?", ifqc.Cell("explicit", "question", "5-10", "cooking", "garlic"),
      "no domain noun"),
     ("", ifqc.Cell("new_topic", "question", "5-10", "cooking", "garlic"), "empty"),
+    ("Thanks, that works now!", ifqc.Cell("polite", "statement", "3-5"), None),
+    ("That fixed it, thanks.", ifqc.Cell("polite", "statement", "3-5"), None),
+    ("Thanks, can you go on?", ifqc.Cell("polite", "statement", "3-5"), "ending mark"),
+    ("Thanks! Any more tips!", ifqc.Cell("polite", "statement", "3-5"), "not one sentence"),
+    ("Thanks for the recipe!", ifqc.Cell("polite", "statement", "3-5"), "domain noun in polite"),
 ])
 def test_check_sentence(text: str, cell: ifqc.Cell, reason: str | None) -> None:
     assert ifqc.check_sentence(text, cell) == reason

@@ -102,7 +102,7 @@ def run_training_data(args: argparse.Namespace) -> int:
 
     record = build_training_data(
         args.out, args.task or ("ifqc", "simplifier", "judge"), llm=args.llm, labeller=args.labeller,
-        ifqc=IFQCSettings(per_cell=args.ifqc_per_cell, seed=args.seed),
+        ifqc=IFQCSettings(per_cell=args.ifqc_per_cell, polite_share=args.ifqc_polite_share, seed=args.seed),
         simplifier=SimplifierSettings(n_users=args.n_users, max_prompts=args.max_prompts, seed=args.seed),
         judge=JudgeSettings(n_users=args.n_users, max_positives=args.max_positives, seed=args.seed),
         progress=True)
@@ -267,6 +267,9 @@ def add_cli(subparsers: Any) -> argparse.ArgumentParser:
                          f"{RULES_NAME}, or an LLM spec (default: %(default)s)")
     td.add_argument("--ifqc-per-cell", type=int, default=2,
                     help="sentences per (template, ending, length band, domain) cell (default: %(default)s)")
+    td.add_argument("--ifqc-polite-share", type=float, default=0.0,
+                    help="polite sentences (thanks that ask for nothing, class explicit) per explicit sentence; 0 "
+                         "is the paper's three templates, the tiny release uses 1/3 (default: %(default)s)")
     td.add_argument("--n-users", type=int, default=40, help="users of the sample corpus (default: %(default)s)")
     td.add_argument("--max-prompts", type=int, default=400, help="corpus prompts to label (default: %(default)s)")
     td.add_argument("--max-positives", type=int, default=600, help="judge positive pairs (default: %(default)s)")

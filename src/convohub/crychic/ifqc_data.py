@@ -1,10 +1,17 @@
-"""IFQC training data: single sentences synthesised by an LLM from the paper's three templates.
+"""IFQC training data: single sentences synthesised by an LLM from the paper's three templates (and a polite one).
 
 The paper's templates (seed 002) are implicit follow-ups that name no domain noun ("Continue", "Make it
 shorter"), explicit follow-ups that name one, and questions opening a new topic; the ending mark (question
 mark or period), the length band (3-5, 5-10, 10-20 words) and the domain vary. Label = the template's class:
 ``implicit`` for the first, ``explicit`` for the other two (the IFQC only has to tell implicit follow-ups
 apart; a new topic is handled later by the judge).
+
+A fourth template, ``polite`` (thanks and acknowledgements that ask for nothing: "Thanks, that solved it."), is
+convohub's addition, off unless ``IFQCSettings.polite_share`` asks for it. Such a prompt names no domain noun
+either, so an IFQC that never saw one calls it implicit and sends it to the previous turn, and the
+simplifier's polite -> root rule, which comes after the IFQC, never fires: measured on the tiny release's
+WildChatTree test split, 67 of the 101 roots the IFQC sent to the previous turn were thanks. Its class is
+``explicit``, which the IFQC reads as "not an implicit follow-up".
 
 Why one short sentence per call, with the constraint spelled out in plain words and one worked example
 (:data:`EXAMPLES`, rotated) before it: the offline model is SmolLM2-135M, which follows one simple
@@ -15,8 +22,8 @@ several sentences at once. It cannot count words either, so the band is asked as
   sentencizer of :mod:`convohub.crychic.sentences`), and must be the whole of that sentence;
 * word count inside the band (inclusive; words are runs of letters and digits), widened by
   ``IFQCSettings.length_slack`` words on each side (0 by default; the tiny release profile uses 3);
-* last character is the requested mark;
-* implicit: none of the words of :data:`DOMAINS`' lexicons (singular or plural) -- a simple lexicon check:
+* last character is the requested mark (polite: a period or an exclamation mark, and no question mark);
+* implicit and polite: none of the words of :data:`DOMAINS`' lexicons (singular or plural) -- a simple lexicon check:
   it catches the nouns the prompts suggest and the common nouns of every domain, not every noun of English;
 * explicit and new topic: at least one word of the requested domain's lexicon;
 * not a duplicate of an accepted sentence, nor a copy of a worked example (case, spacing and punctuation
@@ -40,14 +47,14 @@ from convohub.crychic.data_common import backend_identity, read_gold, split_of, 
 from convohub.llm import ChatBackend, ChatRequest, ask_until_parsed
 from convohub.stages import cached, digest, stage
 
-TEMPLATES = ("implicit", "explicit", "new_topic")
-#: Hand-written follow-ups (implicit, explicit, new topic) in ``convohub/data``: the IFQC's test set beside the
+TEMPLATES = ("implicit", "explicit", "new_topic", "polite")
+#: Hand-written follow-ups (implicit, explicit, new topic; polite from q84 on) in ``convohub/data``: the IFQC's test set beside the
 #: synthesised held-out rows. Written for convohub, not by an LLM nor by the sample generator, and on subjects
 #: beyond :data:`DOMAINS`, so it measures whether a classifier trained on SmolLM2's sentences carries over to
 #: the way people write follow-ups.
 GOLD_FILE = "crychic_ifqc_gold.jsonl"
 #: template -> IFQC class name (``CrychicIFQCConfig``'s labels)
-TEMPLATE_CLASS = {"implicit": "implicit", "explicit": "explicit", "new_topic": "explicit"}
+TEMPLATE_CLASS = {"implicit": "implicit", "explicit": "explicit", "new_topic": "explicit", "polite": "explicit"}
 ENDINGS = {"question": "?", "statement": "."}
 LENGTH_BANDS: dict[str, tuple[int, int]] = {"3-5": (3, 5), "5-10": (5, 10), "10-20": (10, 20)}
 
@@ -76,6 +83,12 @@ IMPLICIT_ACTIONS = (
     "make it sound more formal", "turn it into a list", "explain why",
 )
 
+#: what a polite message does; it asks nothing of the answer and names nothing
+POLITE_ACTIONS = (
+    "thank the chatbot for its answer", "say that the answer solved your problem", "say that you understand now",
+    "say that the answer was exactly what you needed", "praise the answer", "say goodbye and thanks",
+)
+
 SYSTEM = "You write one message that a person types to a chatbot. Reply with the message only."
 
 
@@ -98,6 +111,8 @@ class Cell:
         if self.template == "implicit":
             return (f"Write a message asking the chatbot to {self.action}, without saying what 'it' is. "
                     f"Make it {form}, {size}.")
+        if self.template == "polite":
+            return f"Write a message to {self.action}, asking for nothing more. Make it {form}, {size}."
         if self.template == "explicit":
             return (f"Write a follow-up message about the chatbot's answer on {self.domain} that uses the word "
                     f"'{self.noun}'. Make it {form}, {size}.")
@@ -124,15 +139,19 @@ EXAMPLES: dict[str, tuple[tuple[Cell, str], ...]] = {
     "new_topic": ((Cell("new_topic", "question", "5-10", "pets", "puppy"), "How often should I feed a new puppy?"),
                   (Cell("new_topic", "statement", "5-10", "art", "painting"),
                    "I want to start a painting class for adults.")),
+    "polite": ((Cell("polite", "statement", "3-5", action="say that the answer helped"), "That helped, thank you."),
+               (Cell("polite", "statement", "5-10", action="say that it works now"),
+                "It works now, I really appreciate it.")),
 }
 
 
-def plan_cells(per_cell: int, domains: Sequence[str] | None = None) -> list[Cell]:
+def plan_cells(per_cell: int, domains: Sequence[str] | None = None, polite_share: float = 0.0) -> list[Cell]:
     """The cells to fill, ``per_cell`` sentences each (repeated cells are distinct requests).
 
     Explicit and new-topic cells run over every (ending, band, domain) with the domain's nouns in turn;
     implicit cells over every (ending, band, action), repeated so that the implicit class is about as large
-    as the two explicit templates together.
+    as the two explicit templates together; polite cells (statements) over every (band, action), as many as
+    ``polite_share`` times the two explicit templates, rounded.
     """
     domains = list(domains if domains is not None else DOMAINS)
     unknown = sorted(set(domains) - set(DOMAINS))
@@ -140,6 +159,8 @@ def plan_cells(per_cell: int, domains: Sequence[str] | None = None) -> list[Cell
         raise ValueError(f"unknown domain(s) {unknown}; known: {sorted(DOMAINS)}")
     if per_cell < 1:
         raise ValueError(f"per_cell must be >= 1, got {per_cell}")
+    if not 0.0 <= polite_share <= 1.0:
+        raise ValueError(f"polite_share must be between 0 and 1, got {polite_share}")
     cells: list[Cell] = []
     for template in ("explicit", "new_topic"):
         for ending in ENDINGS:
@@ -158,7 +179,9 @@ def plan_cells(per_cell: int, domains: Sequence[str] | None = None) -> list[Cell
         action = IMPLICIT_ACTIONS[i % len(IMPLICIT_ACTIONS)]
         implicit.append(Cell("implicit", ending, band, action=action))
         i += 1
-    return cells + implicit
+    polite = [Cell("polite", "statement", list(LENGTH_BANDS)[j % len(LENGTH_BANDS)],
+                   action=POLITE_ACTIONS[j % len(POLITE_ACTIONS)]) for j in range(round(polite_share * explicit))]
+    return cells + implicit + polite
 
 
 _PREFIX = re.compile(r"^(?:\d+[.)]\s*|[-*•]\s*|(?:message|user|person|answer|reply)\s*:\s*)", re.IGNORECASE)
@@ -211,11 +234,14 @@ def check_sentence(text: str, cell: Cell, length_slack: int = 0) -> str | None:
     lo, hi = LENGTH_BANDS[cell.band]
     if not lo - length_slack <= len(tokens) <= hi + length_slack:
         return "length"
-    if not text.endswith(ENDINGS[cell.ending]):
+    if cell.template == "polite":
+        if not text.endswith((".", "!")) or "?" in text:
+            return "ending mark"
+    elif not text.endswith(ENDINGS[cell.ending]):
         return "ending mark"
-    if cell.template == "implicit":
+    if cell.template in ("implicit", "polite"):
         if _lexicon_hits(tokens, ALL_NOUNS):
-            return "domain noun in implicit"
+            return f"domain noun in {cell.template}"
     elif not _lexicon_hits(tokens, DOMAINS[cell.domain or ""]):
         return "no domain noun"
     return None
@@ -238,6 +264,8 @@ class IFQCSettings:
     #: words a sentence may fall outside its cell's length band (the band varies the data; the label is the
     #: template's class either way). SmolLM2 misses the band in most answers (62 of 78 rejections, 2 tries).
     length_slack: int = 0
+    #: polite cells per explicit/new-topic cell (module docstring); 0 is the paper's three templates
+    polite_share: float = 0.0
     heldout_fraction: float = 0.2
     seed: int = 0
 
@@ -258,7 +286,7 @@ def synthesise(backend: ChatBackend, settings: IFQCSettings, *, chunk_size: int 
     Rows are in cell order and carry their template, class, ending, band, domain, the attempt that produced
     them, the model that did (``produced_by``) and their split.
     """
-    cells = plan_cells(settings.per_cell, settings.domains)
+    cells = plan_cells(settings.per_cell, settings.domains, settings.polite_share)
     seen_cells: Counter[Cell] = Counter()
     repeats = []
     for cell in cells:
@@ -314,7 +342,8 @@ def synthesise(backend: ChatBackend, settings: IFQCSettings, *, chunk_size: int 
 def _prompt_digest() -> str:
     """Changes when the wording of any prompt or example changes (so cached stages are not reused)."""
     samples = [Cell("implicit", "question", "3-5", action="continue"), Cell("explicit", "statement", "5-10", "music",
-               "song"), Cell("new_topic", "question", "10-20", "travel", "trip")]
+               "song"), Cell("new_topic", "question", "10-20", "travel", "trip"),
+               Cell("polite", "statement", "3-5", action="praise the answer")]
     return digest([SYSTEM, *(cell.messages(0) for cell in samples), repr(EXAMPLES)])
 
 

@@ -341,6 +341,7 @@ def card_values(card: CardInput) -> CardValues:
         "reload_tensors": (results.get("reload") or {}).get("tensors", "?"),
         "train_examples": train.get("train_examples", "?"), "train_seconds": train.get("train_seconds", "?"),
         "data_produced_by": train.get("data_produced_by") or "?",
+        "train_templates": ", ".join(f"{n} {name}" for name, n in (train.get("train_templates") or {}).items()) or "?",
         "steps": block(steps > 0, "smoke_steps"), "max_steps": steps,
         "reconstruction": block("reconstruction" in results, "reconstruction"),
         "gold_set": block(bool(results.get("gold")), "gold_set"),

@@ -19,6 +19,9 @@ from convohub.crychic.ifqc_data import IFQCSettings
 from convohub.crychic.judge_data import JudgeSettings
 from convohub.crychic.simplifier_data import AUTO, RULES_NAME, SimplifierSettings
 
+#: Polite cells per explicit cell in the tiny profile (``convohub.crychic.ifqc_data``: without them thanks go to
+#: the previous turn).
+POLITE_SHARE = 1 / 3
 #: Tiny profile IFQC: one sentence per (template, ending, length band, domain) cell instead of two, over four
 #: of the eight domains, and two tries per cell instead of four: 96 first requests instead of 384. Sentences may
 #: miss their length band by 3 words: with exact bands SmolLM2 had 13 of 48 cells accepted after 2 tries (62 of
@@ -27,7 +30,7 @@ from convohub.crychic.simplifier_data import AUTO, RULES_NAME, SimplifierSetting
 #: training); four domains gave 56 sentences in 69 s and 0.988. Simplifier and judge rows keep their defaults:
 #: they are built without a model and take seconds.
 TINY_IFQC = IFQCSettings(per_cell=1, domains=("cooking", "travel", "programming", "health"), max_attempts=2,
-                         length_slack=3)
+                         length_slack=3, polite_share=POLITE_SHARE)
 #: Tiny profile simplifier labeller: the rule labeller by name (its agreement with the hand-labelled sentences
 #: is still measured and recorded). ``auto`` would spend ~100 s of SmolLM2 on the 102 hand-labelled sentences
 #: to re-find what stop 18 measured: rules accuracy 0.87 (0.57 on the fresh sentences) vs SmolLM2 0.34.

@@ -21,6 +21,7 @@ its decisions taken at the pipeline's threshold (0.4).
 from __future__ import annotations
 
 import time
+from collections import Counter
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -297,6 +298,8 @@ def run(task: str, argv: Sequence[str] | None = None) -> dict[str, Any]:
         "train_seconds": round(seconds, 1), "epochs": float(training_args.num_train_epochs),
         "base_model": args.model_name_or_path, "data_produced_by": record.get("produced_by"),
     }
+    if any("template" in r for r in train_rows):
+        results["train_templates"] = dict(sorted(Counter(str(r.get("template")) for r in train_rows).items()))
     if task == "judge":
         results |= {"auc_before": before["auc"], "auc_after": after["auc"], "architecture": args.architecture}
     if gold:
