@@ -23,6 +23,7 @@ from typing import Any
 from convohub.hub import ModelCardInfo, read_json
 from convohub.model_spec import Block, CardInput, CardValues, ModelSpec, block, profile_recipes
 from convohub.promise.training import EVAL_FILE
+from convohub.training.chat_sft import TRAINING_RECORD_FILE
 
 DATASET_REPO = "promise"
 TASK_NAMES = {"task1": "Task 1 (intent satisfaction)", "task2": "Task 2 (SQ selection)"}
@@ -69,7 +70,7 @@ def evaluate_generator(model_dir: Path, dataset_dir: Path, models: Mapping[str, 
         "before": score(zero_shot, test), "after": score(trained, test),
         "majority": score(MajorityBaseline(validation), test),
         "replies": {"before": _action_counts(zero_shot, test["task1"]), "after": _action_counts(trained, test["task1"])},
-        "training": read_json(Path(model_dir) / EVAL_FILE)}
+        "training": read_json(Path(model_dir) / TRAINING_RECORD_FILE)}
     if "promise_task1_encoder" in models and "promise_task2_encoder" in models:
         encoders = EncoderSimulator({"task1": models["promise_task1_encoder"], "task2": models["promise_task2_encoder"]})
         results["table"] = {"majority (validation)": results["majority"], f"zero-shot {base}": results["before"],

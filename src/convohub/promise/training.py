@@ -223,54 +223,24 @@ def action_rows(dialogues: Sequence[Mapping[str, Any]]) -> list[dict[str, Any]]:
 
 
 def run_lora(argv: Sequence[str] | None = None) -> dict[str, Any]:
-    """LoRA SFT on the train split's turns; the merged model, ``training_args.json`` and ``eval_results.json``
-    (training facts; the test scores come from the release's evaluation) go to ``output_dir``."""
+    """LoRA SFT on the train split's turns (:func:`convohub.training.chat_sft.train_chats`): the merged model,
+    ``training_args.json`` and the run's record (``train_results.json``; the test scores come from the release's
+    evaluation) go to ``output_dir``."""
     import random
 
     import datasets
-    import torch
-    from transformers import AutoModelForCausalLM, AutoTokenizer
-    from trl import SFTTrainer, get_peft_config
 
     from convohub.hub import load_split
-    from convohub.training.models import model_init_kwargs, resolve_model
-    from convohub.training.runs import save_arguments
+    from convohub.training.chat_sft import train_chats
 
     args, training_args, model_args = make_lora_parser().parse_args_and_config(
         list(argv) if argv is not None else None, fail_with_unknown_args=True)
-    out = Path(training_args.output_dir)
     rows = action_rows([dict(d) for d in load_split(args.dataset_path, "dialogues", args.train_split)])
     if args.max_train_examples is not None and len(rows) > args.max_train_examples:
         rows = random.Random(training_args.seed).sample(rows, args.max_train_examples)
     print(f"generative simulator: {len(rows)} training turns from {args.train_split}")
-    torch.manual_seed(training_args.seed)
-    path = resolve_model(model_args.model_name_or_path)
-    tokenizer = AutoTokenizer.from_pretrained(path)
-    if tokenizer.pad_token is None:
-        tokenizer.pad_token = tokenizer.eos_token
-    model = AutoModelForCausalLM.from_pretrained(path, **model_init_kwargs(model_args))
-    peft = get_peft_config(model_args) if model_args.use_peft else None
-    trainer = SFTTrainer(model=model, args=training_args, train_dataset=datasets.Dataset.from_list(rows),
-                         processing_class=tokenizer, peft_config=peft)
-    started = time.perf_counter()
-    trainer.train(resume_from_checkpoint=training_args.resume_from_checkpoint)
-    seconds = time.perf_counter() - started
-    losses = [e["loss"] for e in trainer.state.log_history if "loss" in e]
-    results = {"stage": "sft", "train_turns": len(rows), "train_split": args.train_split,
-               "steps": trainer.state.global_step, "train_seconds": round(seconds, 1),
-               "first_loss": losses[0] if losses else None, "last_loss": losses[-1] if losses else None,
-               "base_model": model_args.model_name_or_path, "learning_rate": training_args.learning_rate,
-               "lora": {"r": model_args.lora_r, "alpha": model_args.lora_alpha,
-                        "target_modules": model_args.lora_target_modules} if peft is not None else None}
-    if trainer.accelerator.is_main_process:
-        merged = trainer.accelerator.unwrap_model(trainer.model)
-        merged = merged.merge_and_unload() if hasattr(merged, "merge_and_unload") else merged
-        merged.save_pretrained(out)
-        tokenizer.save_pretrained(out)
-        save_arguments(out, script=args, training=training_args, model=model_args)
-        atomic_write_text(out / EVAL_FILE, dump_json(results))
-    print(f"generative simulator: {results['steps']} steps in {seconds:.1f} s, loss {results['first_loss']} -> "
-          f"{results['last_loss']}")
-    if training_args.push_to_hub:  # pragma: no cover - needs the Hub
-        trainer.push_to_hub()
+    results = train_chats(datasets.Dataset.from_list(rows), args, training_args, model_args,
+                          record={"stage": "sft", "train_split": args.train_split, "train_turns": len(rows)})
+    print(f"generative simulator: {results['steps']} steps in {results['train_seconds']} s, loss "
+          f"{results['first_loss']} -> {results['last_loss']}")
     return results

@@ -1,8 +1,9 @@
 """The fine-tuning core the causal-LM chat scripts share: SFT on chats, merge, save, record the run.
 
-``training/chat_lm/`` (the WildChat-format corpus) and ``training/aqa_causal_lm/`` (WildChat-AQA's corpus in
-the authors' chat format) differ only in which rows become which chats. Both hand a dataset with a
-``messages`` column to :func:`train_chats`, which loads the recipe's model (``smollm2``, a tiny plumbing model
+``training/chat_lm/`` (the WildChat-format corpus), ``training/aqa_causal_lm/`` (WildChat-AQA's corpus in
+the authors' chat format) and ``training/promise_lora_simulator/`` (ProMISe's user turns as prompt/completion
+chats) differ only in which rows become which chats. Each hands a dataset of trl's conversational formats
+(``messages``, or ``prompt`` and ``completion``) to :func:`train_chats`, which loads the recipe's model (``smollm2``, a tiny plumbing model
 or a Hub id, :func:`convohub.training.models.resolve_model`), trains with trl's ``SFTTrainer`` (loss on all
 tokens, LoRA when the recipe asks), merges a LoRA adapter so the folder loads with plain
 ``AutoModelForCausalLM.from_pretrained``, saves it with ``trainer.save_model`` (only the main process
@@ -24,7 +25,8 @@ TRAINING_RECORD_FILE = "train_results.json"
 
 def train_chats(train: Any, script_args: Any, training_args: Any, model_args: Any, *,
                 record: Mapping[str, Any], push_dataset: str | None = None) -> dict[str, Any]:
-    """Fine-tune on ``train`` (a ``datasets.Dataset`` with ``messages``), save, and return the run's record:
+    """Fine-tune on ``train`` (a ``datasets.Dataset`` with ``messages``, or ``prompt`` and ``completion``: then
+    the loss is on the completion only), save, and return the run's record:
     ``record`` (the script's own fields: data, splits, caps) followed by what training used and did."""
     import torch
     from transformers import AutoModelForCausalLM, AutoTokenizer
@@ -57,6 +59,7 @@ def train_chats(train: Any, script_args: Any, training_args: Any, model_args: An
     trainer.save_model(str(out))
     scheduler = training_args.lr_scheduler_type
     steps = int(trainer.state.global_step)
+    losses = [round(float(e["loss"]), 4) for e in trainer.state.log_history if "loss" in e]
     full = {
         "model_name_or_path": model_args.model_name_or_path,
         "base_model": hub_id(model_args.model_name_or_path),
@@ -73,6 +76,8 @@ def train_chats(train: Any, script_args: Any, training_args: Any, model_args: An
         "epochs": round(float(trainer.state.epoch or 0.0), 4),
         "train_examples": len(train),
         "train_loss": round(float(result.training_loss), 4),
+        "first_loss": losses[0] if losses else None,
+        "last_loss": losses[-1] if losses else None,
         "train_seconds": round(seconds, 1),
         "seconds_per_step": round(seconds / max(steps, 1), 2),
         "seed": training_args.seed,
