@@ -145,6 +145,15 @@ def test_missing_release_and_bad_options_say_what_to_do(files: dict[str, Path], 
         main(["tree", "reconstruct", str(tmp_path / "broken.json"), "--hub", str(hub)])
 
 
+def test_unreachable_hub_names_the_repositories_tried(monkeypatch: pytest.MonkeyPatch) -> None:
+    from convohub.crychic.published import ModelsNotFound, hub_models, repo_names
+
+    monkeypatch.setenv("HF_HUB_OFFLINE", "1")
+    with pytest.raises(ModelsNotFound, match=r"could not download no-such-org/\{.*HF_HUB_OFFLINE") as err:
+        hub_models("no-such-org")
+    assert all(name in str(err.value) for name in repo_names().values())
+
+
 def test_accepted_shapes_read_alike() -> None:
     from_messages = conversation_from_json(MESSAGES, "m")
     row = conversation_from_json({"conversation_hash": "h1", "conversation": MESSAGES}, "row")

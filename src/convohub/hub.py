@@ -408,6 +408,21 @@ def resolve_folder(spec: str | None, repo_type: str) -> Path | None:
     return Path(snapshot_download(spec, repo_type=repo_type))
 
 
+def local_models(root: Path | str, namespace: str, repos: Mapping[str, str]) -> tuple[dict[str, Path], list[str]]:
+    """``key -> <root>/models/<namespace>/<repo>`` for ``repos`` (key -> repository name), and the folders
+    among them that hold no saved model (no ``config.json``): how a CLI or a Space finds a local release."""
+    folders = {key: Path(root) / "models" / namespace / repo for key, repo in repos.items()}
+    return folders, [str(f) for f in folders.values() if not (f / "config.json").is_file()]
+
+
+def download_models(namespace: str, repos: Mapping[str, str]) -> dict[str, Path]:
+    """``key -> local snapshot of <namespace>/<repo>`` (downloaded once, then served from the Hub cache); the
+    first failure propagates, so the caller can say what it tried."""
+    from huggingface_hub import snapshot_download
+
+    return {key: Path(snapshot_download(f"{namespace}/{repo}", repo_type="model")) for key, repo in repos.items()}
+
+
 # --------------------------------------------------------------------------------------------- spaces
 SPACE_REQUIRED_KEYS = ("title", "sdk", "app_file")
 

@@ -10,7 +10,8 @@ from __future__ import annotations
 from pathlib import Path
 
 from convohub.crychic.model_specs import MODELS, TASKS
-from convohub.hub import DEFAULT_NAMESPACE, HubTarget
+from convohub.hub import DEFAULT_NAMESPACE, download_models
+from convohub.hub import local_models as hub_local_models
 
 
 class ModelsNotFound(FileNotFoundError):
@@ -24,9 +25,7 @@ def repo_names(profile: str = "tiny") -> dict[str, str]:
 
 def local_models(hub: Path, namespace: str = DEFAULT_NAMESPACE, profile: str = "tiny") -> dict[str, Path]:
     """task -> model folder under a local hub root; :class:`ModelsNotFound` names what is missing."""
-    target = HubTarget(root=Path(hub), namespace=namespace)
-    folders = {task: target.repo_dir("models", name) for task, name in repo_names(profile).items()}
-    missing = [str(folder) for folder in folders.values() if not (folder / "config.json").is_file()]
+    folders, missing = hub_local_models(hub, namespace, repo_names(profile))
     if missing:
         where = "no release" if not Path(hub).is_dir() else "the release lacks " + ", ".join(missing)
         raise ModelsNotFound(
@@ -39,15 +38,9 @@ def local_models(hub: Path, namespace: str = DEFAULT_NAMESPACE, profile: str = "
 
 def hub_models(namespace: str, profile: str = "tiny") -> dict[str, Path]:
     """task -> local snapshot of ``namespace``'s published model (downloaded from the Hub once, then cached)."""
-    from huggingface_hub import snapshot_download
-
-    folders = {}
-    for task, name in repo_names(profile).items():
-        repo = f"{namespace}/{name}"
-        try:
-            folders[task] = Path(snapshot_download(repo, repo_type="model"))
-        except Exception as exc:  # network, authentication, missing repo, HF_HUB_OFFLINE: all say the same
-            raise ModelsNotFound(f"could not download {repo} from the Hub ({type(exc).__name__}: {exc}); check the "
-                                 "namespace and your connection (HF_HUB_OFFLINE must be unset), or use a local "
-                                 "release with --hub DIR") from exc
-    return folders
+    try:
+        return download_models(namespace, repo_names(profile))
+    except Exception as exc:  # network, authentication, missing repo, HF_HUB_OFFLINE: all say the same
+        raise ModelsNotFound(f"could not download {namespace}/{{{', '.join(repo_names(profile).values())}}} from the "
+                             f"Hub ({type(exc).__name__}: {exc}); check the namespace and your connection "
+                             "(HF_HUB_OFFLINE must be unset), or use a local release with --hub DIR") from exc

@@ -57,12 +57,6 @@ def _repos(profile: str) -> dict[str, str]:
     return {kind: spec.repo_name(profile) for kind, spec in chain_specs().items()}
 
 
-def _download(repo_id: str) -> Path:
-    from huggingface_hub import snapshot_download
-
-    return Path(snapshot_download(repo_id))
-
-
 def find_release_models(hub: str | Path | None = DEFAULT_HUB, namespace: str | None = None,
                         profile: str | None = None) -> ReleaseModels:
     """The trained QUD, RETRIEVE (events, patterns) and EXTRACT folders of a release.
@@ -72,25 +66,20 @@ def find_release_models(hub: str | Path | None = DEFAULT_HUB, namespace: str | N
     downloads ``<namespace>/<repo>`` from the Hub. Raises :class:`MissingRelease` naming the folders
     looked at and the command that builds them.
     """
-    from convohub.hub import DEFAULT_NAMESPACE
+    from convohub.hub import DEFAULT_NAMESPACE, download_models, local_models
 
     profiles = (profile,) if profile else PROFILES
-    space = namespace or DEFAULT_NAMESPACE
-    root = Path(hub) / "models" / space if hub is not None else None
     missing: list[str] = []
     remote = ""
     for name in profiles:
-        repos = _repos(name)
-        if root is not None:
-            folders = {k: root / repo for k, repo in repos.items()}
-            absent = [str(f) for f in folders.values() if not (f / "config.json").is_file()]
+        if hub is not None:
+            folders, absent = local_models(hub, namespace or DEFAULT_NAMESPACE, _repos(name))
             if not absent:
                 return ReleaseModels(**folders, profile=name, source=f"local hub root {hub}")
             missing += absent
     if namespace:
         try:
-            repos = _repos(profiles[0])
-            folders = {k: _download(f"{namespace}/{repo}") for k, repo in repos.items()}
+            folders = download_models(namespace, _repos(profiles[0]))
             return ReleaseModels(**folders, profile=profiles[0], source=f"Hub namespace {namespace}")
         except Exception as err:  # offline, unknown repository, no access: say what was tried
             remote = (f"; nor the Hub repositories {namespace}/{{{', '.join(_repos(profiles[0]).values())}}} "
