@@ -93,7 +93,7 @@ def _qud(tmp: Path, profile: str) -> tuple[Path, dict[str, Any]]:
 
         test = {"n": 4, "both": 0, "neither": 2, "method": "exact binomial (two-sided) on discordant questions"}
         results["end_to_end"] = {
-            "split": "test", "questions": 4, "llm": "local:HuggingFaceTB/SmolLM2-135M-Instruct", "top_n": 10,
+            "split": "test", "questions": 4, "llm": "local:HuggingFaceTB/SmolLM2-135M-Instruct", "top_n": 10, "rank_depth": 500,
             "reference": "reqap_sft", "systems": {"reqap_sft": scores(0.5, 1), "rag": scores(0.0, 0),
                                                   "codegen": scores(0.25, 2)},
             "mcnemar": {"rag": {**test, "only_a": 2, "only_b": 0, "p_value": 0.5},

@@ -121,6 +121,21 @@ def test_rag_keeps_the_top_n_by_cross_encoder_score() -> None:
     result = rag.answer("tennis racket shop", store)
     assert result.event_ids == ["e7", "e8", "e9"]
 
+    # the cross-encoder re-scores only the first stage's rank_depth best
+    scored: list[int] = []
+
+    class Counting(_KeywordModel):
+        def probabilities(self, pairs: Sequence[tuple[str, str]], label: str) -> list[float]:
+            scored.append(len(pairs))
+            return super().probabilities(pairs, label)
+
+    counting = CrossEncoderRetriever(Counting(), None)
+    assert RAGBaseline(Echo(), counting, top_n=1).rank_depth == 500
+    assert RAGBaseline(Echo(), counting, top_n=2, rank_depth=4).answer("tennis racket shop", store).event_ids
+    assert scored == [4]
+    with pytest.raises(ValueError, match="rank_depth"):
+        RAGBaseline(Echo(), counting, top_n=5, rank_depth=4)
+
 
 def test_mcnemar_matches_the_exact_binomial_test() -> None:
     result = mcnemar([True] * 10 + [False] * 5 + [True] * 3, [False] * 10 + [True] * 5 + [True] * 3)

@@ -10,7 +10,8 @@ questions without one. Every system here is scored by :func:`convohub.reqap.rele
 
 Systems (:data:`SYSTEMS`): ``reqap_sft`` -- the trained chain, QUD (SFT) -> RETRIEVE (BM25 first stage, the
 two cross-encoders) -> EXTRACT (the trained model); ``reqap_icl`` -- the same chain with in-context QUD on
-the LLM; ``rag`` -- the ``top_n`` events the event cross-encoder ranks highest, as JSON, to the LLM;
+the LLM; ``rag`` -- the ``top_n`` events the event cross-encoder ranks highest among the first stage's
+``rank_depth`` best, as JSON, to the LLM;
 ``codegen`` -- one DuckDB query written by the LLM from the schema and 8 ICL examples of the train split.
 The tiny profile leaves ICL QUD out (:data:`PROFILE_SYSTEMS`): in-context QUD samples several options per
 step and executes the candidate trees, which took SmolLM2-135M 7 min 20 s for 3 test questions on 2 CPU
@@ -78,7 +79,7 @@ def compare_systems(dataset_dir: Path, components: Mapping[str, str], backend: A
     ``sft:DIR``, ``retriever`` ``ce:EVENTS,PATTERNS``, ``extractor`` ``model:DIR``); ``backend`` is the LLM of
     ICL QUD, RAG and CodeGen, named ``llm_name`` (default: its ``name``). Each run goes to
     ``out_dir/<system>/``; a system whose run is already there (same questions) is read back, not run again.
-    Returns ``{"split", "questions", "llm", "top_n", "systems": {name: scores}, "mcnemar": {baseline: test}}``.
+    Returns ``{"split", "questions", "llm", "top_n", "rank_depth", "systems": {name: scores}, "mcnemar": {baseline: test}}``.
     """
     from convohub.hub import read_json
     from convohub.reqap.components.build import describe_components
@@ -107,5 +108,8 @@ def compare_systems(dataset_dir: Path, components: Mapping[str, str], backend: A
         if name != REFERENCE:
             test = compare_runs(Path(out_dir) / REFERENCE, Path(out_dir) / name)
             tests[name] = {k: test[k] for k in ("n", "both", "only_a", "only_b", "neither", "p_value", "method")}
-    return {"split": split, "questions": len(wanted), "llm": llm_name, "top_n": top_n, "systems": scores,
+    from convohub.reqap.components.baselines import RANK_DEPTH
+
+    return {"split": split, "questions": len(wanted), "llm": llm_name, "top_n": top_n,
+            "rank_depth": max(RANK_DEPTH, top_n), "systems": scores,
             "reference": REFERENCE, "mcnemar": tests}

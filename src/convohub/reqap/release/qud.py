@@ -273,6 +273,7 @@ def _end_to_end_values(comparison: dict[str, Any] | None) -> dict[str, Any]:
                     for name in _SYSTEM_NAMES if (t := tests.get(name))]
     left_out = [_SYSTEM_NAMES[name] for name in _SYSTEM_NAMES if name not in systems]
     return {"end_to_end": Block("end_to_end"), "top_n": comparison["top_n"],
+            "rank_depth": comparison.get("rank_depth", "?"),
             "e2e_left_out": (f"; not run in this profile: {', '.join(left_out)}, minutes a question on a CPU"
                              if left_out else ""), "e2e_llm": comparison["llm"],
             "e2e_questions": comparison["questions"], "e2e_split": comparison["split"], "e2e_table": table,
