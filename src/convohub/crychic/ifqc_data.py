@@ -1,4 +1,5 @@
-"""IFQC training data: single sentences synthesised by an LLM from the paper's three templates (and a polite one).
+"""IFQC training data: single sentences synthesised by an LLM from the paper's three templates (and a polite
+one of convohub's).
 
 The paper's templates (seed 002) are implicit follow-ups that name no domain noun ("Continue", "Make it
 shorter"), explicit follow-ups that name one, and questions opening a new topic; the ending mark (question
@@ -16,15 +17,16 @@ WildChatTree test split, 67 of the 101 roots the IFQC sent to the previous turn 
 Why one short sentence per call, with the constraint spelled out in plain words and one worked example
 (:data:`EXAMPLES`, rotated) before it: the offline model is SmolLM2-135M, which follows one simple
 instruction and imitates a shown answer, but not a list of constraints, and loses count when asked for
-several sentences at once. It cannot count words either, so the band is asked as "about N words". Its answers are checked, not trusted (:func:`check_sentence`):
+several sentences at once. It cannot count words either, so the band is asked as "about N words". Its
+answers are checked, not trusted (:func:`check_sentence`):
 
 * one sentence: the first sentence of the answer's first line is kept (:func:`clean_answer`, spaCy's
   sentencizer of :mod:`convohub.crychic.sentences`), and must be the whole of that sentence;
 * word count inside the band (inclusive; words are runs of letters and digits), widened by
   ``IFQCSettings.length_slack`` words on each side (0 by default; the tiny release profile uses 3);
 * last character is the requested mark (polite: a period or an exclamation mark, and no question mark);
-* implicit and polite: none of the words of :data:`DOMAINS`' lexicons (singular or plural) -- a simple lexicon check:
-  it catches the nouns the prompts suggest and the common nouns of every domain, not every noun of English;
+* implicit and polite: none of the words of :data:`DOMAINS`' lexicons (singular or plural) -- a simple lexicon
+  check: it catches the nouns the prompts suggest and the common nouns of every domain, not every noun of English;
 * explicit and new topic: at least one word of the requested domain's lexicon;
 * not a duplicate of an accepted sentence, nor a copy of a worked example (case, spacing and punctuation
   ignored).
@@ -48,10 +50,10 @@ from convohub.llm import ChatBackend, ChatRequest, ask_until_parsed
 from convohub.stages import cached, digest, stage
 
 TEMPLATES = ("implicit", "explicit", "new_topic", "polite")
-#: Hand-written follow-ups (implicit, explicit, new topic; polite from q84 on) in ``convohub/data``: the IFQC's test set beside the
-#: synthesised held-out rows. Written for convohub, not by an LLM nor by the sample generator, and on subjects
-#: beyond :data:`DOMAINS`, so it measures whether a classifier trained on SmolLM2's sentences carries over to
-#: the way people write follow-ups.
+#: Hand-written follow-ups (implicit, explicit, new topic; polite from q84 on) in ``convohub/data``: the IFQC's
+#: test set beside the synthesised held-out rows. Written for convohub, not by an LLM nor by the sample
+#: generator, and on subjects beyond :data:`DOMAINS`, so it measures whether a classifier trained on SmolLM2's
+#: sentences carries over to the way people write follow-ups.
 GOLD_FILE = "crychic_ifqc_gold.jsonl"
 #: template -> IFQC class name (``CrychicIFQCConfig``'s labels)
 TEMPLATE_CLASS = {"implicit": "implicit", "explicit": "explicit", "new_topic": "explicit", "polite": "explicit"}

@@ -2,10 +2,11 @@
 
 ``training/chat_lm/`` (the WildChat-format corpus), ``training/aqa_causal_lm/`` (WildChat-AQA's corpus in
 the authors' chat format) and ``training/promise_lora_simulator/`` (ProMISe's user turns as prompt/completion
-chats) differ only in which rows become which chats. Each hands a dataset of trl's conversational formats
-(``messages``, or ``prompt`` and ``completion``) to :func:`train_chats`, which loads the recipe's model (``smollm2``, a tiny plumbing model
-or a Hub id, :func:`convohub.training.models.resolve_model`), trains with trl's ``SFTTrainer`` (loss on all
-tokens, LoRA when the recipe asks), merges a LoRA adapter so the folder loads with plain
+chats) differ only in which rows become which chats. Each hands a dataset in one of trl's conversational
+formats (``messages``, or ``prompt`` and ``completion``) to :func:`train_chats`, which loads the recipe's
+model (``smollm2``, a tiny plumbing model or a Hub id, :func:`convohub.training.models.resolve_model`),
+trains with trl's ``SFTTrainer`` (loss on every token of a ``messages`` chat, on the completion only of a
+prompt/completion one; LoRA when the recipe asks), merges a LoRA adapter so the folder loads with plain
 ``AutoModelForCausalLM.from_pretrained``, saves it with ``trainer.save_model`` (only the main process
 writes), and writes ``training_args.json`` plus the run's record (``train_results.json``: what the run
 used and did), which evaluation and the card read instead of the recipe.
