@@ -26,7 +26,6 @@ if TYPE_CHECKING:
     from .local import TransformersBackend
 
 __all__ = [
-    "few_shot_messages",
     "CachedBackend",
     "ChatBackend",
     "ChatRequest",
@@ -41,6 +40,7 @@ __all__ = [
     "backend_from_env",
     "cache_key",
     "default_backend",
+    "few_shot_messages",
     "make_backend",
     "parse_json_answer",
     "response_summary",

@@ -308,6 +308,11 @@ def _event_json(event: Mapping[str, Any]) -> dict[str, Any]:
 RANK_DEPTH = 500
 
 
+def default_rank_depth(top_n: int) -> int:
+    """The rank depth RAG uses when none is given: :data:`RANK_DEPTH`, or ``top_n`` when that is larger."""
+    return max(RANK_DEPTH, top_n)
+
+
 class RAGBaseline:
     """Retrieve-and-read: ``top_n`` events for the question, best first, as JSON lines to the LLM.
 
@@ -324,7 +329,7 @@ class RAGBaseline:
         self.backend = backend
         self.retriever = retriever if retriever is not None else BM25Retriever()
         self.top_n = top_n
-        self.rank_depth = rank_depth if rank_depth is not None else max(RANK_DEPTH, top_n)
+        self.rank_depth = rank_depth if rank_depth is not None else default_rank_depth(top_n)
         if self.rank_depth < top_n:
             raise ValueError(f"rank_depth ({self.rank_depth}) must be at least top_n ({top_n})")
         self.max_new_tokens = max_new_tokens

@@ -79,7 +79,8 @@ def compare_systems(dataset_dir: Path, components: Mapping[str, str], backend: A
     ``sft:DIR``, ``retriever`` ``ce:EVENTS,PATTERNS``, ``extractor`` ``model:DIR``); ``backend`` is the LLM of
     ICL QUD, RAG and CodeGen, named ``llm_name`` (default: its ``name``). Each run goes to
     ``out_dir/<system>/``; a system whose run is already there (same questions) is read back, not run again.
-    Returns ``{"split", "questions", "llm", "top_n", "rank_depth", "systems": {name: scores}, "mcnemar": {baseline: test}}``.
+    Returns ``{"split", "questions", "llm", "top_n", "rank_depth", "systems": {name: scores},
+    "mcnemar": {baseline: test}}``.
     """
     from convohub.hub import read_json
     from convohub.reqap.components.build import describe_components
@@ -108,8 +109,8 @@ def compare_systems(dataset_dir: Path, components: Mapping[str, str], backend: A
         if name != REFERENCE:
             test = compare_runs(Path(out_dir) / REFERENCE, Path(out_dir) / name)
             tests[name] = {k: test[k] for k in ("n", "both", "only_a", "only_b", "neither", "p_value", "method")}
-    from convohub.reqap.components.baselines import RANK_DEPTH
+    from convohub.reqap.components.baselines import default_rank_depth
 
     return {"split": split, "questions": len(wanted), "llm": llm_name, "top_n": top_n,
-            "rank_depth": max(RANK_DEPTH, top_n), "systems": scores,
+            "rank_depth": default_rank_depth(top_n), "systems": scores,
             "reference": REFERENCE, "mcnemar": tests}
