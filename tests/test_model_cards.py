@@ -54,10 +54,14 @@ SAYS = {
                                     "| LLM baseline: HuggingFaceTB/SmolLM2-135M-Instruct (likelihood, calibrated)† | "
                                     "0.250 | 0.500 | 0.750 | 0.600 |", "first 4 test conversations only (21 turns",
                                     "CRyCHIc scores 0.450 / 0.500 / 0.750 / 0.600",
-                                    "found every one of its 107 weight tensors"],
+                                    "found every one of its 107 weight tensors",
+                                    "convohub's cosine-residual judge", "(scale 3.9781, shift -0.6365; mean cosine "
+                                    "0.2609 for parent pairs, 0.1096 for the others)"],
     ("crychic_ifqc", "tiny", ""): ["| metric (hand-written set) | before training | after training |",
                                    "| accuracy | 0.5 | 0.9881 |", "`convohub/data/crychic_ifqc_gold.jsonl`: 84 follow-ups"],
-    ("crychic_judge", "paper", ""): ["The paper's LLM baseline was not run: this release ran no LLM baseline step."],
+    ("crychic_judge", "paper", ""): ["The paper's LLM baseline was not run: this release ran no LLM baseline step.",
+                                     "(the paper's judge: an MLP over [history; prompt; history - prompt] of the two "
+                                     "embeddings; parent = best score above 0.4"],
     ("crychic_ifqc", "paper", ""): ["Base model: `FacebookAI/roberta-base`", "| accuracy | 0.4286 | 0.7857 |",
                                     "*after* is the saved model loaded with `from_pretrained(..., trust_remote_code"],
     ("promise_task1_encoder", "tiny", ""): ["| macro_f1 | 30.00 | 30.00 | 55.00 |", "4-fold cross-validation on the "
@@ -191,6 +195,7 @@ def test_release_steps_hand_folder_results_and_card_along(tmp_path: Path, monkey
     (repo / CARDS_DIR / "toy.md").write_text("# $name\n\nScore **$score** on `$dataset_id` ($recipe_name; used $seen)."
                                              "\n\n$results_table\n")
     (repo / "toy.yaml").write_text("seed: 0\n")
+    (repo / "train.py").write_text("")  # the training step's inputs are its recipe and its script
 
     def values(card):
         from huggingface_hub import EvalResult

@@ -150,6 +150,45 @@ def test_failed_step_is_named_and_exit_is_nonzero(tmp_path: Path, monkeypatch: p
     assert re.search(r"broken\s+train:explodes\s+failed", captured.out)
 
 
+def test_a_changed_recipe_reruns_its_step_and_the_later_ones(tmp_path: Path, monkeypatch: pytest.MonkeyPatch,
+                                                              capsys: pytest.CaptureFixture[str]) -> None:
+    """A step that names its input files (a training step: recipe and script) resumes only while they are
+    unchanged; once one changes, that step and every later one run again."""
+    import convohub.release as release_mod
+    from convohub.registry import Step, System
+
+    recipe = tmp_path / "tiny.yaml"
+    recipe.write_text("learning_rate: 2.0e-4\n")
+    calls: list[str] = []
+
+    def fit(ctx: object) -> dict[str, Path]:
+        calls.append("fit")
+        folder = tmp_path / "fit"
+        folder.mkdir(exist_ok=True)
+        return {"fit_dir": folder}
+
+    def card(ctx: object) -> dict[str, str]:
+        calls.append("card")
+        return {}
+
+    system = System(name="toy", title="Toy", steps=(
+        Step("build", "data", lambda ctx: calls.append("data") or {}),
+        Step("train", "fit", fit, inputs=lambda ctx: [recipe]),
+        Step("card", "card", card)))
+    monkeypatch.setattr(release_mod, "load_systems", lambda: {"toy": system})
+    out = tmp_path / "release"
+    for _ in range(2):
+        assert main(["release", "--out", str(out)]) == 0
+    assert calls == ["data", "fit", "card"]  # the second run resumed every step
+    recipe.write_text("learning_rate: 5.0e-5\n")
+    assert main(["release", "--out", str(out)]) == 0
+    assert calls == ["data", "fit", "card", "fit", "card"]
+    assert "train:fit: its input files changed since the last run" in capsys.readouterr().out
+    recipe.unlink()
+    assert main(["release", "--out", str(out)]) == 1
+    assert f"reads {recipe}, which does not exist" in capsys.readouterr().err
+
+
 def test_build_from_shipped_source_sample(tmp_path: Path) -> None:
     sample = Path(__file__).resolve().parents[1] / "dataset_scripts" / "wildchat_sample" / "sample"
     assert main(["datasets", "build", "wildchat-sample", "--source", str(sample), "--out", str(tmp_path)]) == 0

@@ -256,7 +256,10 @@ def train_step(spec: ModelSpec, *, system: str, dataset: Callable[[Any], Path]) 
         spec.train(ctx.repo, ctx.profile, dataset(ctx), out, ctx.seed, extra=ctx.train_overrides())
         return {spec.artifact("dir"): out}
 
-    return Step("train", _step_name(spec), run)
+    def inputs(ctx: Any) -> list[Path]:
+        return [spec.recipe(ctx.repo, ctx.profile), Path(ctx.repo) / spec.script]
+
+    return Step("train", _step_name(spec), run, inputs=inputs)
 
 
 def evaluate_step(spec: ModelSpec, *, system: str, dataset: Callable[[Any], Path]) -> Step:

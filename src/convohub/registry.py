@@ -9,7 +9,7 @@ system module exposes ``SYSTEM: System``; adding a system means adding its modul
 from __future__ import annotations
 
 import importlib
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -52,11 +52,16 @@ MODEL_SPECS: tuple[str, ...] = (
 
 @dataclass(frozen=True)
 class Step:
-    """One release step. ``run`` returns the artifacts it produced (name -> path or value)."""
+    """One release step. ``run`` returns the artifacts it produced (name -> path or value).
+
+    ``inputs(ctx)``: the files whose content decides what the step produces (a training step's recipe and
+    script); a re-run resumes the step only while they are unchanged, so an edited recipe retrains.
+    """
 
     kind: str
     name: str
     run: Callable[[ReleaseContext], Mapping[str, Any]]
+    inputs: Callable[[ReleaseContext], Sequence[Path]] | None = None
 
     def __post_init__(self) -> None:
         if self.kind not in STEP_KINDS:

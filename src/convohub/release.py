@@ -8,6 +8,7 @@ settings, so a killed release resumes where it stopped; ``--force`` starts over.
 
 from __future__ import annotations
 
+import hashlib
 import json
 import sys
 import time
@@ -20,7 +21,7 @@ from typing import Any
 from convohub import __version__
 from convohub.hub import DEFAULT_NAMESPACE, HubTarget, atomic_write_text, dump_json
 from convohub.paths import repo_root
-from convohub.registry import System, load_systems
+from convohub.registry import Step, System, load_systems
 
 PROFILES = ("tiny", "paper")
 
@@ -112,8 +113,27 @@ def _load_progress(path: Path, fingerprint: Mapping[str, Any]) -> dict[str, Any]
     return state.get("steps", {}) if state.get("fingerprint") == dict(fingerprint) else {}
 
 
+#: key of a finished step's progress entry holding the digest of its input files (not an artifact)
+INPUTS_KEY = "_inputs_sha256"
+
+
 def _artifacts_exist(artifacts: Mapping[str, Any]) -> bool:
     return all(Path(v).exists() for k, v in artifacts.items() if k.endswith(("_dir", "_path")))
+
+
+def _inputs_digest(step: Step, ctx: ReleaseContext) -> str | None:
+    """SHA-256 over the names and contents of the step's input files (None: the step declares none)."""
+    if step.inputs is None:
+        return None
+    digest = hashlib.sha256()
+    for path in step.inputs(ctx):
+        path = Path(path)
+        if not path.is_file():
+            raise FileNotFoundError(f"step {step.kind}:{step.name} reads {path}, which does not exist")
+        content = path.read_bytes()
+        digest.update(f"{path.name}\0{len(content)}\0".encode())
+        digest.update(content)
+    return digest.hexdigest()
 
 
 def run_system(system: System, ctx: ReleaseContext, *, force: bool = False) -> list[StepRecord]:
@@ -130,11 +150,19 @@ def run_system(system: System, ctx: ReleaseContext, *, force: bool = False) -> l
     for step in system.steps:
         key = f"{step.kind}:{step.name}"
         prior = done.get(key)
-        if prior is not None and not ran and _artifacts_exist(prior):
-            ctx.artifacts.update(prior)
+        try:
+            inputs = _inputs_digest(step, ctx)
+        except OSError as exc:
+            records.append(StepRecord(system.name, key, "failed", 0.0, str(exc)))
+            raise StepFailed(system.name, key, exc) from exc
+        if prior is not None and not ran and _artifacts_exist(prior) and prior.get(INPUTS_KEY) == inputs:
+            ctx.artifacts.update({k: v for k, v in prior.items() if k != INPUTS_KEY})
             records.append(StepRecord(system.name, key, "resumed", 0.0))
             print(f"  [{system.name}] {key}: resumed from a previous run", flush=True)
             continue
+        if prior is not None and not ran and prior.get(INPUTS_KEY) != inputs:
+            print(f"  [{system.name}] {key}: its input files changed since the last run (or were not recorded)",
+                  flush=True)
         print(f"  [{system.name}] {key} ...", flush=True)
         start = time.perf_counter()
         try:
@@ -145,7 +173,7 @@ def run_system(system: System, ctx: ReleaseContext, *, force: bool = False) -> l
             raise StepFailed(system.name, key, exc) from exc
         ran = True
         ctx.artifacts.update(produced)
-        done[key] = {k: str(v) for k, v in produced.items()}
+        done[key] = {k: str(v) for k, v in produced.items()} | ({INPUTS_KEY: inputs} if inputs else {})
         atomic_write_text(progress_path, dump_json({"fingerprint": fingerprint, "steps": done}))
         seconds = time.perf_counter() - start
         detail = ", ".join(f"{k}={v}" for k, v in produced.items() if not k.endswith(("_dir", "_path")))
