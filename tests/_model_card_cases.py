@@ -158,6 +158,10 @@ def _crychic(tmp: Path, profile: str, task: str) -> tuple[Path, dict[str, Any]]:
     if task == "ifqc" and tiny:  # the recipe's hand-written follow-ups (the paper case: a folder without them)
         results["gold"] = {"file": "convohub/data/crychic_ifqc_gold.jsonl", "before": measured(0.5),
                            "after": measured(0.9881) | {"examples": 84}}
+    if task == "judge" and tiny:  # the tiny recipe's cosine-residual judge (the paper case: the MLP alone)
+        results["training"] |= {"cosine_residual": True, "cosine_calibration": {
+            "pairs": 96, "scale": 3.9781, "shift": -0.6365, "mean_cosine_parent": 0.2609,
+            "mean_cosine_not_parent": 0.1096}}
     if task == "judge":
         def scores(acc: float) -> dict[str, float]:
             one = {"accuracy": acc, "precision": 0.5, "recall": 0.75, "f1": 0.6}

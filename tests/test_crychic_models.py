@@ -268,6 +268,46 @@ def test_mean_pooling_averages_the_kept_tokens_only_and_survives_a_round_trip(tm
         CrychicFollowUpJudgeConfig(pooling="max")
 
 
+def _residual_judge(scale: float = 3.0, shift: float = -1.0) -> CrychicFollowUpJudgeModel:
+    torch.manual_seed(0)
+    config = CrychicFollowUpJudgeConfig(encoder_config=tiny_model("judge-bi").config.encoder_config.to_dict(),
+                                        head_hidden_sizes=[8, 4], cosine_residual=True, cosine_scale=scale,
+                                        cosine_shift=shift, turn_max_tokens=24, max_length=64)
+    return CrychicFollowUpJudgeModel(config).eval()
+
+
+def test_cosine_residual_judge_starts_as_the_scaled_cosine_and_keeps_its_weights(tmp_path: Path) -> None:
+    """Untrained, the residual judge's logit is exactly ``scale * cos + shift`` (the MLP's output layer starts
+    at zero), so it ranks turns as the encoder's similarity does; the head still changes the logit once its
+    output layer is not zero, and scale, shift and head survive a save/load round trip."""
+    model = _residual_judge()
+    history, prompt = torch.randn(5, 16), torch.randn(1, 16)
+    cosine = torch.nn.functional.cosine_similarity(history, prompt, dim=-1)
+    with torch.no_grad():
+        logits = model.score_embeddings(history, prompt)
+    assert torch.allclose(logits, 3.0 * cosine - 1.0, atol=1e-6)
+    assert logits.argsort().tolist() == cosine.argsort().tolist()
+    plain = tiny_model("judge-bi")
+    with torch.no_grad():
+        plain_logits = plain.score_embeddings(history, prompt)
+        assert not torch.allclose(plain_logits, 3.0 * cosine - 1.0, atol=1e-3)  # the paper's head: no cosine
+        model.head.layers[-1].weight.fill_(0.5)
+        model.cosine_scale.fill_(7.0)
+        moved = model.score_embeddings(history, prompt)
+    assert not torch.allclose(moved, 7.0 * cosine - 1.0, atol=1e-3)
+    model.save_pretrained(tmp_path / "residual")
+    reloaded = AutoModel.from_pretrained(tmp_path / "residual").eval()
+    assert reloaded.config.cosine_residual is True
+    with torch.no_grad():
+        assert float(reloaded.cosine_scale) == 7.0
+        assert torch.allclose(reloaded.score_embeddings(history, prompt), moved, atol=1e-6)
+
+
+def test_cosine_residual_needs_a_bi_encoder() -> None:
+    with pytest.raises(ValueError, match="cosine_residual needs architecture='bi'"):
+        CrychicFollowUpJudgeConfig(architecture="cross", cosine_residual=True)
+
+
 def test_ifqc_loss_reaches_encoder_and_head_and_a_few_steps_lower_it() -> None:
     """Plumbing of training: the loss is attached to every layer (a tiny random encoder barely tells two
     prompts apart at its first token, so the steps learn a shared label, not the task)."""

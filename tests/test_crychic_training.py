@@ -114,11 +114,14 @@ def test_judge_script_end_to_end(data_dir: Path, tmp_path: Path, architecture: s
     from convohub.crychic.components import ModelParentJudge, StoredTurn
 
     out = tmp_path / f"judge-{architecture}"
-    results = _train("judge", data_dir, out, "--architecture", architecture, "--pooling", pooling)
+    residual = architecture == "bi"  # the tiny recipe's cosine residual; a cross-encoder must turn it off
+    results = _train("judge", data_dir, out, "--architecture", architecture, "--pooling", pooling,
+                     "--cosine_residual", str(residual).lower())
     assert json.loads((out / "config.json").read_text())["pooling"] == pooling
     _check_results(results, out, "judge", heldout_units=2)
     assert results["architecture"] == architecture and results["after"]["threshold"] == 0.4
     assert results["auc_before"] is not None and 0.0 <= results["auc_after"] <= 1.0
+    assert results["cosine_residual"] is residual and ("cosine_calibration" in results) is residual
     judge = ModelParentJudge(out)
     assert judge.architecture == architecture
     turn = StoredTurn(0, "Write a poem.", "Roses are red.", -1)
@@ -141,6 +144,49 @@ def test_architecture_is_a_judge_only_setting() -> None:
                                                    "--output_dir", "/tmp/unused"])
     with pytest.raises(ValueError, match="judge only"):
         build_model("ifqc", args)
+
+
+def test_cosine_residual_is_a_judge_only_setting() -> None:
+    args, _ = make_parser().parse_args_and_config(["--model_name_or_path", ENCODER, "--cosine_residual", "true",
+                                                   "--output_dir", "/tmp/unused"])
+    with pytest.raises(ValueError, match="judge only"):
+        build_model("ifqc", args)
+
+
+def test_calibration_fits_the_cosine_to_the_training_pairs() -> None:
+    """The untrained residual judge is the encoder's cosine through a logistic fit on the training pairs:
+    scale and shift land in the weights and the config, and the judge's probabilities on those pairs are the
+    fitted regression's."""
+    import numpy as np
+    import torch
+    from sklearn.linear_model import LogisticRegression
+
+    from convohub.crychic.training import calibrate_cosine
+
+    args, _ = make_parser().parse_args_and_config(["--config", str(ROOT / "training/crychic_judge/tiny.yaml"),
+                                                   "--model_name_or_path", ENCODER, "--output_dir", "/tmp/unused"])
+    assert args.cosine_residual  # the tiny recipe's judge
+    model, tokenizer = build_model("judge", args)
+    rows = _rows()["judge"]
+    fitted = calibrate_cosine(model, tokenizer, rows)
+    assert fitted["pairs"] == len(rows)
+    for name in ("scale", "shift"):
+        weight, configured = float(getattr(model, f"cosine_{name}").detach()), getattr(model.config, f"cosine_{name}")
+        assert weight == pytest.approx(configured, rel=1e-5) and configured == pytest.approx(fitted[name], abs=1e-4)
+    batch = Collator("judge", tokenizer, model.config)(rows)
+    labels = batch.pop("labels")
+    model.eval()
+    with torch.no_grad():
+        out = model(**batch)
+        history = model.embed(batch["history_input_ids"], batch["history_attention_mask"],
+                              batch["history_token_type_ids"])
+        prompt = model.embed(batch["input_ids"], batch["attention_mask"], batch["token_type_ids"])
+        cosines = torch.nn.functional.cosine_similarity(history, prompt)
+    expected = LogisticRegression(C=1e4).fit(cosines.numpy().reshape(-1, 1), labels.int().numpy())
+    assert np.allclose(out.probabilities.numpy(), expected.predict_proba(cosines.numpy().reshape(-1, 1))[:, 1],
+                       atol=1e-4)
+    with pytest.raises(ValueError, match="parent and non-parent"):
+        calibrate_cosine(model, tokenizer, [r for r in rows if r["label"] == 1])
 
 
 def test_pooling_is_refused_for_the_simplifier() -> None:

@@ -110,13 +110,14 @@ def evaluate_heldout(task: str, model_dir: Path) -> dict[str, Any]:
 
 def _score_heldout(task: str, model_dir: Path, script: Mapping[str, Any], training: Mapping[str, Any]
                    ) -> dict[str, Any]:
-    """Before (the recipe's encoder, fresh head from the run's seed) and after (the saved folder) on the rows
-    the run held out."""
+    """Before (the recipe's encoder, fresh head from the run's seed, a cosine-residual judge calibrated on the
+    run's training rows) and after (the saved folder) on the rows the run held out."""
     from transformers import set_seed
 
     from convohub.crychic.training import (
         CrychicArguments,
         build_model,
+        calibrate_cosine,
         evaluate_rows,
         gold_rows,
         gold_scores,
@@ -130,6 +131,9 @@ def _score_heldout(task: str, model_dir: Path, script: Mapping[str, Any], traini
     args = CrychicArguments(**{k: v for k, v in script.items() if k in known})
     set_seed(seed)  # the script seeds before building the model: the same fresh head
     fresh, tokenizer = build_model(task, args)
+    if args.cosine_residual:  # as the script does: the untrained judge is the cosine fitted to the training pairs
+        train_rows = load_rows(args.dataset_path, task, args.train_split, args.max_train_examples, seed)
+        calibrate_cosine(fresh, tokenizer, train_rows, batch)
     gold = gold_rows(task, args)
     before = evaluate_rows(task, fresh, tokenizer, rows, batch)
     gold_before = evaluate_rows(task, fresh, tokenizer, gold, batch) if gold else None
@@ -317,6 +321,17 @@ def _rows(task: str, before: Mapping[str, Any], after: Mapping[str, Any]) -> str
     return "\n".join(f"| {k} | {before.get(k)} | {after.get(k)} |" for k in keys)
 
 
+def _judge_head_values(train: Mapping[str, Any]) -> dict[str, Any]:
+    """How the judge turns two embeddings into a logit: the paper's MLP, or the cosine residual with the
+    calibration its training run fitted."""
+    calibration = train.get("cosine_calibration")
+    if not train.get("cosine_residual") or not calibration:
+        return {"judge_head": Block("judge_head_paper")}
+    return {"judge_head": Block("judge_head_residual"), "cosine_scale": calibration["scale"],
+            "cosine_shift": calibration["shift"], "cosine_parent": calibration["mean_cosine_parent"],
+            "cosine_not_parent": calibration["mean_cosine_not_parent"]}
+
+
 def card_values(card: CardInput) -> CardValues:
     """The card's metadata and values: the measured numbers, the base model the run's arguments name."""
     from convohub.training.models import hub_id
@@ -344,6 +359,7 @@ def card_values(card: CardInput) -> CardValues:
         "train_templates": ", ".join(f"{n} {name}" for name, n in (train.get("train_templates") or {}).items()) or "?",
         "steps": block(steps > 0, "smoke_steps"), "max_steps": steps,
         "reconstruction": block("reconstruction" in results, "reconstruction"),
+        **_judge_head_values(train),
         "gold_set": block(bool(results.get("gold")), "gold_set"),
         "limitations": block(card.tiny, "limitations_tiny", "limitations_paper"),
         "ifqc_repo_id": card.target.repo_id(IFQC.repo_name(card.profile)),

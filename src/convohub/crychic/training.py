@@ -55,6 +55,10 @@ class CrychicArguments:
                                                           "how sentence-transformers encoders were trained)"})
     architecture: str = field(default="bi", metadata={"help": "judge only: bi (paper) or cross"})
     turn_max_tokens: int = field(default=512, metadata={"help": "judge only: tokens kept of each side of a turn"})
+    cosine_residual: bool = field(default=False, metadata={
+        "help": "judge only (bi): add the MLP's logit to the encoder's cosine similarity, scaled and shifted by "
+                "a logistic fit on the training pairs before training; the untrained judge is that calibrated "
+                "cosine (the paper's judge: the MLP alone)"})
     max_train_examples: int | None = field(default=None, metadata={"help": "cap on training rows (seeded)"})
     max_eval_examples: int | None = field(default=None, metadata={"help": "cap on held-out rows (seeded)"})
     gold_eval: bool = field(default=False, metadata={"help": "IFQC only: also score the hand-written follow-ups "
@@ -98,7 +102,10 @@ def build_model(task: str, args: CrychicArguments) -> tuple[Any, Any]:
         kwargs["max_length"] = args.max_length
     cls = {"ifqc": CrychicIFQCModel, "simplifier": CrychicSimplifierModel, "judge": CrychicFollowUpJudgeModel}[task]
     if task == "judge":
-        kwargs |= {"architecture": args.architecture, "turn_max_tokens": args.turn_max_tokens}
+        kwargs |= {"architecture": args.architecture, "turn_max_tokens": args.turn_max_tokens,
+                   "cosine_residual": args.cosine_residual}
+    elif args.cosine_residual:
+        raise ValueError(f"cosine_residual applies to the judge only; the {task} recipe must leave it off")
     model = cls.from_encoder(path, trust_remote_code=args.trust_remote_code, **kwargs)
     tokenizer = AutoTokenizer.from_pretrained(path, trust_remote_code=args.trust_remote_code)
     return model, tokenizer
@@ -158,6 +165,45 @@ class Collator:
                                 padding=True, return_tensors="pt"))
         batch["labels"] = labels
         return batch
+
+
+# ------------------------------------------------------------------------------------------------ calibrate
+def calibrate_cosine(model: Any, tokenizer: Any, rows: Sequence[Mapping[str, Any]],
+                     batch_size: int = 32) -> dict[str, Any]:
+    """Fit the cosine-residual judge's scale and shift to the training pairs (a one-feature logistic
+    regression of the label on the pair's cosine) and set them on ``model`` and its config, so the untrained
+    judge is the encoder's similarity as a probability: the base the trained judge is measured against."""
+    import numpy as np
+    import torch
+    from sklearn.linear_model import LogisticRegression
+
+    if not model.config.cosine_residual:
+        raise ValueError("calibrate_cosine needs a judge built with cosine_residual=True")
+    labels = [int(r["label"]) for r in rows]
+    if len(set(labels)) != 2:
+        raise ValueError(f"calibrating the cosine needs parent and non-parent pairs; the {len(rows)} training "
+                         f"rows have labels {sorted(set(labels))}")
+    collate = Collator("judge", tokenizer, model.config)
+    was_training = model.training
+    model.eval()
+    cosines: list[float] = []
+    with torch.inference_mode():
+        for start in range(0, len(rows), batch_size):
+            batch = collate(rows[start:start + batch_size])
+            history = model.embed(batch["history_input_ids"], batch["history_attention_mask"],
+                                  batch.get("history_token_type_ids"))
+            prompt = model.embed(batch["input_ids"], batch["attention_mask"], batch.get("token_type_ids"))
+            cosines += torch.nn.functional.cosine_similarity(history, prompt, dim=-1).float().tolist()
+    model.train(was_training)
+    fit = LogisticRegression(C=1e4).fit(np.asarray(cosines).reshape(-1, 1), labels)
+    scale, shift = float(fit.coef_[0, 0]), float(fit.intercept_[0])
+    with torch.no_grad():
+        model.cosine_scale.fill_(scale)
+        model.cosine_shift.fill_(shift)
+    model.config.cosine_scale, model.config.cosine_shift = scale, shift
+    return {"pairs": len(rows), "scale": round(scale, 4), "shift": round(shift, 4),
+            "mean_cosine_parent": round(float(np.mean([c for c, y in zip(cosines, labels, strict=True) if y])), 4),
+            "mean_cosine_not_parent": round(float(np.mean([c for c, y in zip(cosines, labels, strict=True) if not y])), 4)}
 
 
 # ------------------------------------------------------------------------------------------------ measure
@@ -272,8 +318,10 @@ def run(task: str, argv: Sequence[str] | None = None) -> dict[str, Any]:
         raise ValueError(f"{args.dataset_path}: no {task} rows in split {args.train_split!r}")
     print(f"{task}: {len(train_rows)} training rows, {len(eval_rows)} held-out ({args.eval_split})")
 
-    # 3. the untrained head on the held-out rows (and the hand-written ones)
+    # 3. the untrained head on the held-out rows (and the hand-written ones); a cosine-residual judge is first
+    # calibrated on the training rows, so "before" is the encoder's own similarity as a probability
     batch = training_args.per_device_eval_batch_size
+    calibration = calibrate_cosine(model, tokenizer, train_rows, batch) if args.cosine_residual else None
     before = evaluate_rows(task, model, tokenizer, eval_rows, batch)
     gold = gold_rows(task, args)
     gold_before = evaluate_rows(task, model, tokenizer, gold, batch) if gold else None
@@ -301,7 +349,10 @@ def run(task: str, argv: Sequence[str] | None = None) -> dict[str, Any]:
     if any("template" in r for r in train_rows):
         results["train_templates"] = dict(sorted(Counter(str(r.get("template")) for r in train_rows).items()))
     if task == "judge":
-        results |= {"auc_before": before["auc"], "auc_after": after["auc"], "architecture": args.architecture}
+        results |= {"auc_before": before["auc"], "auc_after": after["auc"], "architecture": args.architecture,
+                    "cosine_residual": args.cosine_residual}
+        if calibration is not None:
+            results["cosine_calibration"] = calibration
     if gold:
         results["gold"] = gold_scores(gold_before, gold_after)
     if task == "simplifier" and record.get("agreement"):

@@ -186,8 +186,19 @@ class CrychicFollowUpJudgeConfig(CrychicEncoderConfig):
     default_hidden_sizes: ClassVar[tuple[int, ...]] = (1024, 512, 256, 64, 16)
     architecture: str = "bi"
     turn_max_tokens: int = 512
+    #: bi-encoder only. ``True``: the logit is ``cosine_scale * cos(history, prompt) + cosine_shift`` plus the
+    #: MLP's, whose output layer starts at zero, so the untrained judge ranks turns by the encoder's own
+    #: similarity and training learns a correction to it (convohub's choice for a pretrained sentence encoder,
+    #: whose cosine already ranks parents far better than a new MLP head learns to from a few hundred pairs).
+    #: ``False``: the paper's judge, the MLP alone.
+    cosine_residual: bool = False
+    cosine_scale: float = 10.0
+    cosine_shift: float = -2.5
 
     def __post_init__(self, **kwargs):
         super().__post_init__(**kwargs)
         if self.architecture not in JUDGE_ARCHITECTURES:
             raise ValueError(f"architecture must be one of {JUDGE_ARCHITECTURES}, got {self.architecture!r}")
+        if self.cosine_residual and self.architecture != "bi":
+            raise ValueError("cosine_residual needs architecture='bi': a cross-encoder has no pair of embeddings "
+                             "to compare")

@@ -8,7 +8,9 @@
   embeds both sides with the first token's hidden state (gte's own pooling; the spec's "appended [CLS]" is
   the classification token the tokenizer adds) and scores ``[history; prompt; history - prompt]``, so the
   history side can be embedded once and cached (:meth:`~CrychicFollowUpJudgeModel.embed`,
-  :meth:`~CrychicFollowUpJudgeModel.score_embeddings`); ``cross`` encodes the pair together.
+  :meth:`~CrychicFollowUpJudgeModel.score_embeddings`); ``cross`` encodes the pair together. With
+  ``config.cosine_residual`` the bi-encoder's MLP logit is added to the scaled and shifted cosine of the two
+  embeddings (convohub's offline judge; the paper's is the MLP alone).
 
 Like the configuration file, this file is copied into every saved folder and loaded from there with
 ``trust_remote_code=True``; it imports only ``torch``, ``transformers`` and the configuration file beside it.
@@ -270,7 +272,20 @@ class CrychicFollowUpJudgeModel(CrychicPreTrainedModel):
         self.encoder = self._build_encoder(config)
         width = config.encoder_hidden_size * (3 if config.architecture == "bi" else 1)
         self.head = CrychicMLPHead(width, config.head_hidden_sizes, 1, config.head_dropout)
+        if config.cosine_residual:
+            self.cosine_scale = nn.Parameter(torch.tensor(float(config.cosine_scale)))
+            self.cosine_shift = nn.Parameter(torch.tensor(float(config.cosine_shift)))
         self.post_init()
+
+    def _init_weights(self, module: nn.Module) -> None:
+        super()._init_weights(module)
+        if not self.config.cosine_residual:
+            return
+        if module is self.head.layers[-1]:  # the MLP adds nothing until training gives it something to add
+            init.zeros_(module.weight)
+        elif module is self:
+            init.constant_(self.cosine_scale, float(self.config.cosine_scale))
+            init.constant_(self.cosine_shift, float(self.config.cosine_shift))
 
     @property
     def is_bi_encoder(self) -> bool:
@@ -286,7 +301,11 @@ class CrychicFollowUpJudgeModel(CrychicPreTrainedModel):
         if not self.is_bi_encoder:
             raise ValueError("score_embeddings needs architecture='bi'; a cross-encoder scores text pairs")
         history, prompt = torch.broadcast_tensors(history, prompt)
-        return self.head(torch.cat([history, prompt, history - prompt], dim=-1)).squeeze(-1)
+        logits = self.head(torch.cat([history, prompt, history - prompt], dim=-1)).squeeze(-1)
+        if self.config.cosine_residual:
+            similarity = nn.functional.cosine_similarity(history, prompt, dim=-1)
+            logits = logits + self.cosine_scale * similarity + self.cosine_shift
+        return logits
 
     def forward(self, input_ids: torch.Tensor | None = None, attention_mask: torch.Tensor | None = None,
                 token_type_ids: torch.Tensor | None = None, history_input_ids: torch.Tensor | None = None,
