@@ -190,7 +190,8 @@ class CrychicFollowUpJudgeConfig(CrychicEncoderConfig):
     #: MLP's, whose output layer starts at zero, so the untrained judge ranks turns by the encoder's own
     #: similarity and training learns a correction to it (convohub's choice for a pretrained sentence encoder,
     #: whose cosine already ranks parents far better than a new MLP head learns to from a few hundred pairs).
-    #: ``False``: the paper's judge, the MLP alone.
+    #: ``False``: the paper's judge, the MLP alone. ``cosine_scale`` and ``cosine_shift`` are the starting values
+    #: (training sets them to its logistic fit first); the trained values are weights of the saved model.
     cosine_residual: bool = False
     cosine_scale: float = 10.0
     cosine_shift: float = -2.5
