@@ -161,7 +161,10 @@ def _crychic(tmp: Path, profile: str, task: str) -> tuple[Path, dict[str, Any]]:
     if task == "judge" and tiny:  # the tiny recipe's cosine-residual judge (the paper case: the MLP alone)
         results["training"] |= {"cosine_residual": True, "cosine_calibration": {
             "pairs": 96, "scale": 3.9781, "shift": -0.6365, "mean_cosine_parent": 0.2609,
-            "mean_cosine_not_parent": 0.1096}}
+            "mean_cosine_not_parent": 0.1096}, "root_threshold": {
+            "threshold": 0.27, "accuracy": 0.6512, "reference_threshold": 0.4, "accuracy_at_reference": 0.5814,
+            "roots": 61, "roots_at_reference": 20, "gold_roots": 70, "turns": 215, "conversations": 31,
+            "window": 20, "grid": [0.05, 0.95]}}
     if task == "judge":
         def scores(acc: float) -> dict[str, float]:
             one = {"accuracy": acc, "precision": 0.5, "recall": 0.75, "f1": 0.6}
@@ -171,7 +174,9 @@ def _crychic(tmp: Path, profile: str, task: str) -> tuple[Path, dict[str, Any]]:
                           "rules": {}, "seconds": 1.5}
                    for i, name in enumerate(("Non-Reconstructing", "CRyCHIc w/o PS", "CRyCHIc w/o IFQC", "CRyCHIc"))}
         results["reconstruction"] = {"split": "test", "conversations": 10, "conversations_in_split": 100,
-                                     "turns": 56, "judge_architecture": "bi", "systems": systems}
+                                     "turns": 56, "judge_architecture": "bi", "systems": systems,
+                                     **({"threshold": 0.27, "threshold_origin": "tuned for this judge"} if tiny
+                                        else {"threshold": 0.4, "threshold_origin": "the paper's"})}
         if tiny:  # the release's LLM baseline step ran (the paper case: it did not)
             results["llm_baseline"] = {
                 "llm": "HuggingFaceTB/SmolLM2-135M-Instruct", "scoring": "likelihood", "calibrated": True,

@@ -249,7 +249,7 @@ def test_cli_end_to_end_with_tiny_random_models(dataset: Path, tmp_path: Path,
                  "--simplifier", str(folders["simplifier"]), "--judge", str(folders["judge-bi"]),
                  "--out", str(out)]) == 0
     header = capsys.readouterr().out.splitlines()[0]
-    assert header.startswith("CRyCHIc: ifqc=") and "bi-encoder judge, window 20, threshold 0.4" in header
+    assert header.startswith("CRyCHIc: ifqc=") and "bi-encoder judge, window 20, threshold 0.4: the paper's" in header
     result = json.loads(out.read_text())
     assert result["judge_architecture"] == "bi"
     total = 0

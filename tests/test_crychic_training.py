@@ -48,12 +48,25 @@ def _rows() -> dict[str, list[dict[str, Any]]]:
     return {"ifqc": ifqc, "simplifier": simplifier, "judge": judge}
 
 
+def _trees() -> list[dict[str, Any]]:
+    """Two held-out conversations as tree records: what the judge's root threshold is tuned on."""
+    from convohub.crychic.trees import tree_record
+
+    return [tree_record("a", "single", [("Write a poem about rain.", "Rain falls softly."), ("Make it shorter.", "Rain."),
+                                         ("How tall is Everest?", "8,849 m.")], [-1, 0, -1]),
+            tree_record("b", "single", [("Tell a story.", "Once upon a time ..."), ("Continue.", "... the end.")],
+                        [-1, 0])]
+
+
 @pytest.fixture(scope="module")
 def data_dir(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    from convohub.crychic.judge_data import write_trees
+
     folder = tmp_path_factory.mktemp("crychic-data")
     for task, rows in _rows().items():
         counts = write_rows(folder, task, [{**r, "produced_by": "hand-written test rows"} for r in rows])
         update_record(folder, task, {"produced_by": "hand-written test rows", "rows": counts})
+    write_trees(folder, _trees())
     return folder
 
 
@@ -122,8 +135,13 @@ def test_judge_script_end_to_end(data_dir: Path, tmp_path: Path, architecture: s
     assert results["architecture"] == architecture and results["after"]["threshold"] == 0.4
     assert results["auc_before"] is not None and 0.0 <= results["auc_after"] <= 1.0
     assert results["cosine_residual"] is residual and ("cosine_calibration" in results) is residual
+    # the tiny recipe tunes the root threshold on the held-out trees: 3 judged turns of 2 conversations
+    tuned = results["root_threshold"]
+    assert (tuned["conversations"], tuned["turns"], tuned["gold_roots"]) == (2, 3, 1)
+    assert 0.05 <= tuned["threshold"] <= 0.95 and tuned["accuracy"] >= tuned["accuracy_at_reference"]
     judge = ModelParentJudge(out)
     assert judge.architecture == architecture
+    assert judge.root_threshold == tuned["threshold"] == json.loads((out / "config.json").read_text())["root_threshold"]
     turn = StoredTurn(0, "Write a poem.", "Roses are red.", -1)
     turn.embedding = judge.embed_turn(turn.prompt, turn.response)
     assert len(judge.scores("Make it shorter.", [turn])) == 1
@@ -151,6 +169,23 @@ def test_cosine_residual_is_a_judge_only_setting() -> None:
                                                    "--output_dir", "/tmp/unused"])
     with pytest.raises(ValueError, match="judge only"):
         build_model("ifqc", args)
+
+
+def test_root_threshold_tuning_is_a_judge_only_setting_and_needs_the_heldout_trees(tmp_path: Path) -> None:
+    args, _ = make_parser().parse_args_and_config(["--model_name_or_path", ENCODER, "--tune_root_threshold", "true",
+                                                   "--output_dir", "/tmp/unused"])
+    with pytest.raises(ValueError, match="judge only"):
+        build_model("ifqc", args)
+    folder = tmp_path / "pairs-only"
+    write_rows(folder, "judge", [{**r, "produced_by": "hand-written test rows"} for r in _rows()["judge"]])
+    with pytest.raises(FileNotFoundError, match=r"heldout_trees\.jsonl does not exist.*--task judge"):
+        _train("judge", folder, tmp_path / "judge")
+
+
+def test_paper_recipe_keeps_the_papers_threshold() -> None:
+    args, _ = make_parser().parse_args_and_config(["--config", str(ROOT / "training/crychic_judge/paper.yaml"),
+                                                   "--output_dir", "/tmp/unused"])
+    assert args.tune_root_threshold is False
 
 
 def test_calibration_fits_the_cosine_to_the_training_pairs() -> None:

@@ -17,7 +17,7 @@ from _replies import Replies
 from convohub.crychic import ifqc_data as ifqc
 from convohub.crychic import simplifier_data as sd
 from convohub.crychic.data_common import read_record, read_rows, split_of
-from convohub.crychic.judge_data import JudgeSettings, build_judge_data, make_pairs
+from convohub.crychic.judge_data import JudgeSettings, build_judge_data, make_judge_data, read_trees
 from convohub.crychic.training_data import build_training_data
 from convohub.llm import ChatRequest
 
@@ -317,7 +317,7 @@ def test_judge_pairs_are_known_by_construction_balanced_and_split_by_conversatio
     from convohub.crychic.construct import sample_sources
 
     settings = JudgeSettings(n_users=10, max_positives=80)
-    rows, counts = make_pairs(settings)
+    rows, counts, _ = make_judge_data(settings)
     kinds = Counter(r["kind"] for r in rows)
     assert kinds["positive"] == kinds["same_theme"] + kinds["different_theme"] == 80
     assert kinds["same_theme"] == 40
@@ -334,9 +334,34 @@ def test_judge_pairs_are_known_by_construction_balanced_and_split_by_conversatio
         else:
             assert r["candidate_conversation_id"] != r["conversation_id"] and r["label"] == 0
         assert r["split"] == split_of(r["conversation_id"], 0.2, 0)
-    assert make_pairs(settings)[0] == rows
-    assert make_pairs(JudgeSettings(n_users=10, max_positives=80, seed=1))[0] != rows
+    assert make_judge_data(settings)[0] == rows
+    assert make_judge_data(JudgeSettings(n_users=10, max_positives=80, seed=1))[0] != rows
     assert counts["corpus_seed"] == 1  # not the WildChatTree test set's corpus (seed 0)
+
+
+def test_the_heldout_conversations_come_whole_as_trees_mixed_like_the_test_split() -> None:
+    from convohub.crychic.construct import sample_sources
+
+    settings = JudgeSettings(n_users=20, max_positives=80)
+    rows, counts, trees = make_judge_data(settings)
+    sources = {s.conversation_id: s for s in sample_sources(20, settings.corpus_seed)}
+    heldout = {cid for cid in sources if split_of(cid, 0.2, 0) == "heldout"}
+    assert {r["conversation_id"] for r in rows if r["split"] == "heldout"} <= heldout
+    singles = [t for t in trees if t["source"] == "single"]
+    mixes = [t for t in trees if t["source"] == "mixmc"]
+    assert mixes and singles
+    # every held-out conversation is in exactly one tree, with its planned parents inside its own thread
+    used = [t["conversation_id"] for t in singles]
+    for tree in singles:
+        assert [turn["parent"] for turn in tree["turns"]] == sources[tree["conversation_id"]].parents
+    turns_of_mixes = sum(len(t["turns"]) for t in mixes)
+    assert sorted(used) == sorted(set(used)) and set(used) < heldout
+    assert turns_of_mixes == sum(len(sources[c].exchanges) for c in heldout - set(used))
+    assert counts["heldout_trees"] == {"conversations": len(trees), "sources": len(heldout),
+                                       "turns": sum(len(t["turns"]) for t in trees),
+                                       "by_source": {"mixmc": len(mixes), "single": len(singles)}}
+    assert 0.3 < len(mixes) / len(trees) < 0.6  # the test split: 45 of 100
+    assert make_judge_data(settings)[2] == trees
 
 
 def test_build_training_data_writes_the_folder_the_scripts_read(tmp_path: Path) -> None:
@@ -353,9 +378,13 @@ def test_build_training_data_writes_the_folder_the_scripts_read(tmp_path: Path) 
     assert record["judge"]["produced_by"] == "construction:sample-plan"
     with pytest.raises(FileNotFoundError, match="build the training data first"):
         read_rows(tmp_path / "nowhere", "ifqc", "train")
-    rebuilt, _ = build_judge_data(JudgeSettings(n_users=3, max_positives=20), work=tmp_path / "work")
+    rebuilt, _, trees = build_judge_data(JudgeSettings(n_users=3, max_positives=20), work=tmp_path / "work")
     written = read_rows(tmp_path, "judge", "train") + read_rows(tmp_path, "judge", "heldout")
     assert sorted(map(json.dumps, rebuilt)) == sorted(map(json.dumps, written))
+    assert read_trees(tmp_path) == trees
+    assert record["judge"]["heldout_trees"]["conversations"] == len(trees)
+    with pytest.raises(FileNotFoundError, match="predates the held-out trees"):
+        read_trees(tmp_path / "nowhere")
 
 
 def test_training_data_command_builds_the_named_tasks(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:

@@ -40,18 +40,20 @@ def _builder_factory(args: argparse.Namespace) -> tuple[Any, str, dict[str, Any]
         if given == (name in args.ablate):
             raise SystemExit(f"give --{name} PATH or --ablate {name} (exactly one of them)")
     from convohub.crychic.components import load_components
-    from convohub.crychic.reconstruct import Crychic
+    from convohub.crychic.reconstruct import Crychic, judge_threshold, threshold_origin
 
     ifqc, simplifier, judge = load_components(args.ifqc, args.simplifier, args.judge)
+    threshold, origin = ((args.threshold, "given") if args.threshold is not None
+                         else (judge_threshold(judge), threshold_origin(judge)))
     components = {"ifqc": args.ifqc and str(args.ifqc), "simplifier": args.simplifier and str(args.simplifier),
                   "judge": str(args.judge), "judge_architecture": judge.architecture,
-                  "window": args.window, "threshold": args.threshold}
+                  "window": args.window, "threshold": threshold, "threshold_origin": origin}
     parts = [f"{name}={components[name] or 'left out (ablation)'}" for name in ("ifqc", "simplifier", "judge")]
     header = (f"CRyCHIc{' w/o ' + ', '.join(args.ablate) if args.ablate else ''}: " + ", ".join(parts)
-              + f" ({judge.architecture}-encoder judge, window {args.window}, threshold {args.threshold})")
+              + f" ({judge.architecture}-encoder judge, window {args.window}, threshold {threshold}: {origin})")
 
     def make() -> Crychic:
-        return Crychic(ifqc=ifqc, simplifier=simplifier, judge=judge, window=args.window, threshold=args.threshold)
+        return Crychic(ifqc=ifqc, simplifier=simplifier, judge=judge, window=args.window, threshold=threshold)
 
     return make, header, components
 
@@ -249,8 +251,9 @@ def add_cli(subparsers: Any) -> argparse.ArgumentParser:
     ev.add_argument("--max-conversations", type=int, default=None, metavar="N",
                     help="score only the first N test conversations (the LLM baseline is slow)")
     ev.add_argument("--window", type=int, default=WINDOW, help="turns the judge considers (default: %(default)s)")
-    ev.add_argument("--threshold", type=float, default=THRESHOLD,
-                    help="judge probability a parent must exceed (default: %(default)s)")
+    ev.add_argument("--threshold", type=float, default=None,
+                    help="judge probability the best candidate must exceed to become the parent (default: the "
+                         f"root_threshold tuned for the judge when its config has one, else the paper's {THRESHOLD})")
     ev.add_argument("--out", type=Path, default=None, help="write the results (with every decision) as JSON")
     ev.set_defaults(handler=run_evaluate)
     from convohub.crychic.simplifier_data import AUTO, RULES_NAME

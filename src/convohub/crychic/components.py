@@ -177,6 +177,20 @@ class ModelParentJudge:
         self.tokenizer, self.model = _load(folder, CrychicFollowUpJudgeModel)
         self.architecture = str(self.model.config.architecture)
 
+    @classmethod
+    def from_model(cls, model: Any, tokenizer: Any, name: str = "<in memory>") -> ModelParentJudge:
+        """A judge over a model in memory (the training script tunes the root threshold before saving)."""
+        judge = cls.__new__(cls)
+        judge.folder, judge.tokenizer, judge.model = name, tokenizer, model.eval()
+        judge.architecture = str(model.config.architecture)
+        return judge
+
+    @property
+    def root_threshold(self) -> float | None:
+        """The threshold tuned for this judge (:mod:`convohub.crychic.threshold`), None when it has none."""
+        value = getattr(self.model.config, "root_threshold", None)
+        return None if value is None else float(value)
+
     def _turn_texts(self, prompt: str, response: str) -> tuple[str, str]:
         return turn_texts(self.tokenizer, prompt, response, int(self.model.config.turn_max_tokens))
 

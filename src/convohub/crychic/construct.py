@@ -199,6 +199,26 @@ def mix(sources: Sequence[SourceConversation], rng: random.Random) -> dict[str, 
     return tree_record(cid, "mixmc", exchanges, parents, labels)
 
 
+def mix_sizes(n_mixed: int, rng: random.Random) -> list[int]:
+    """How many conversations each of ``n_mixed`` MixMC rows interleaves, drawn with :data:`MIX_SIZES`."""
+    return [rng.choices([size for size, _ in MIX_SIZES], weights=[w for _, w in MIX_SIZES])[0]
+            for _ in range(n_mixed)]
+
+
+def assemble(pool: Sequence[SourceConversation], sizes: Sequence[int], n_single: int,
+             rng: random.Random) -> list[dict[str, Any]]:
+    """Tree records from the front of ``pool``: one MixMC row per entry of ``sizes``, then ``n_single`` rows of
+    one conversation each. The caller checks that the pool is large enough."""
+    records: list[dict[str, Any]] = []
+    start = 0
+    for size in sizes:
+        records.append(mix(pool[start:start + size], rng))
+        start += size
+    for source in pool[start:start + n_single]:
+        records.append(tree_record(source.conversation_id, "single", source.exchanges, source.parents))
+    return records
+
+
 def generate_trees(seed: int = 0, *, n_mixed: int = DEFAULT_MIXED, n_single: int = DEFAULT_SINGLE,
                    n_users: int = DEFAULT_USERS) -> tuple[list[dict[str, Any]], ConstructionReport]:
     """The test split's records (``n_mixed`` MixMC conversations, then ``n_single`` single ones) and the report.
@@ -210,18 +230,26 @@ def generate_trees(seed: int = 0, *, n_mixed: int = DEFAULT_MIXED, n_single: int
     pool = sample_sources(n_users, seed, report)
     rng = random.Random(f"convohub.wildchat-tree/{seed}")
     rng.shuffle(pool)
-    sizes = [rng.choices([size for size, _ in MIX_SIZES], weights=[w for _, w in MIX_SIZES])[0]
-             for _ in range(n_mixed)]
+    sizes = mix_sizes(n_mixed, rng)
     needed = sum(sizes) + n_single
     if needed > len(pool):
         raise ValueError(f"the sample corpus of {n_users} users has {len(pool)} eligible conversations but the "
                          f"test split needs {needed}; raise n_users or lower n_mixed/n_single")
-    records: list[dict[str, Any]] = []
-    start = 0
-    for size in sizes:
-        records.append(mix(pool[start:start + size], rng))
-        start += size
-    for source in pool[start:start + n_single]:
-        records.append(tree_record(source.conversation_id, "single", source.exchanges, source.parents))
+    records = assemble(pool, sizes, n_single, rng)
     report.sources_used = needed
     return records, report
+
+
+def mixed_like_test(pool: Sequence[SourceConversation], rng: random.Random) -> list[dict[str, Any]]:
+    """Every conversation of ``pool`` (shuffled) in tree records, with MixMC rows the same share of the rows as
+    in the test split (:data:`DEFAULT_MIXED` of every :data:`DEFAULT_MIXED` + :data:`DEFAULT_SINGLE`), so a
+    threshold tuned on them meets the test split's mix of thread switches."""
+    pool = list(pool)
+    rng.shuffle(pool)
+    mean_size = sum(size * w for size, w in MIX_SIZES) / sum(w for _, w in MIX_SIZES)
+    share = DEFAULT_MIXED / (DEFAULT_MIXED + DEFAULT_SINGLE)
+    # rows r = m + s with m = share * r and m * mean_size + s = len(pool)
+    sizes = mix_sizes(round(share * len(pool) / (share * mean_size + 1 - share)), rng)
+    while sizes and sum(sizes) > len(pool):
+        sizes.pop()
+    return assemble(pool, sizes, len(pool) - sum(sizes), rng)

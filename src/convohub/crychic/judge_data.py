@@ -15,10 +15,16 @@ all drawn with a seeded generator. The corpus is drawn with :data:`TRAIN_CORPUS_
 seed, so the judge never trains on a WildChatTree test conversation (the generator's phrasings recur,
 though; the test set is a stand-in, not independent data). Held-out pairs are those of held-out
 conversations. Rows name their source (``produced_by``): the generator's plan.
+
+The held-out conversations also come whole, as tree records (``judge/heldout_trees.jsonl``, the WildChatTree
+schema, MixMC rows mixed in the test split's share; :func:`convohub.crychic.construct.mixed_like_test`): the
+pipeline compares the *best* of up to 20 candidate turns with its root threshold, which pairs cannot
+calibrate (:mod:`convohub.crychic.threshold`).
 """
 
 from __future__ import annotations
 
+import json
 import random
 from collections import Counter
 from dataclasses import asdict, dataclass
@@ -32,6 +38,8 @@ if TYPE_CHECKING:  # pragma: no cover
     from convohub.crychic.construct import SourceConversation
 
 PRODUCED_BY = "construction:sample-plan"
+#: the held-out conversations as whole trees, beside the pair files of ``judge/``
+TREES_FILE = "heldout_trees.jsonl"
 
 
 @dataclass
@@ -57,9 +65,9 @@ def _pair(source: SourceConversation, turn: int, other: SourceConversation, cand
             "split": split_of(source.conversation_id, settings.heldout_fraction, settings.seed)}
 
 
-def make_pairs(settings: JudgeSettings) -> tuple[list[dict[str, Any]], dict[str, Any]]:
-    """The balanced, seeded pairs of the corpus and their counts (module docstring)."""
-    from convohub.crychic.construct import ConstructionReport, sample_sources
+def make_judge_data(settings: JudgeSettings) -> tuple[list[dict[str, Any]], dict[str, Any], list[dict[str, Any]]]:
+    """The pairs, their counts and the held-out conversations as tree records (module docstring)."""
+    from convohub.crychic.construct import ConstructionReport, mixed_like_test, sample_sources
 
     if not 0.0 <= settings.same_theme_share <= 1.0:
         raise ValueError(f"same_theme_share must be in [0, 1], got {settings.same_theme_share}")
@@ -90,13 +98,39 @@ def make_pairs(settings: JudgeSettings) -> tuple[list[dict[str, Any]], dict[str,
     counts = {"conversations": len(sources), "pairs": len(rows), "by_kind": dict(Counter(r["kind"] for r in rows)),
               "by_split": dict(Counter(r["split"] for r in rows)), "corpus_seed": settings.corpus_seed,
               "corpus_dropped": dict(report.dropped)}
-    return rows, counts
+    heldout = [s for s in sources if split_of(s.conversation_id, settings.heldout_fraction, settings.seed) == "heldout"]
+    trees = mixed_like_test(heldout, random.Random(f"convohub.crychic.judge-trees/{settings.seed}"))
+    counts["heldout_trees"] = {"conversations": len(trees), "sources": len(heldout),
+                               "turns": sum(len(t["turns"]) for t in trees),
+                               "by_source": dict(Counter(t["source"] for t in trees))}
+    return rows, counts, trees
 
 
-def build_judge_data(settings: JudgeSettings | None = None, *,
-                     work: Path | None = None) -> tuple[list[dict[str, Any]], dict[str, Any]]:
-    """:func:`make_pairs` behind the ``judge`` stage file of ``work``; the rows and the record entry."""
+def build_judge_data(settings: JudgeSettings | None = None, *, work: Path | None = None
+                     ) -> tuple[list[dict[str, Any]], dict[str, Any], list[dict[str, Any]]]:
+    """:func:`make_judge_data` behind the ``judge`` stage file of ``work``: the pair rows, the record entry and
+    the held-out tree records."""
     settings = settings or JudgeSettings()
-    value = stage(work, "judge", {"settings": asdict(settings)},
-                  lambda: dict(zip(("rows", "counts"), make_pairs(settings), strict=True)))
-    return value["rows"], {**value["counts"], "produced_by": PRODUCED_BY}
+    value = stage(work, "judge", {"settings": asdict(settings), "outputs": ["pairs", "heldout_trees"]},
+                  lambda: dict(zip(("rows", "counts", "trees"), make_judge_data(settings), strict=True)))
+    return value["rows"], {**value["counts"], "produced_by": PRODUCED_BY}, value["trees"]
+
+
+def write_trees(folder: Path, trees: list[dict[str, Any]]) -> int:
+    """Write the held-out tree records to ``<folder>/judge/heldout_trees.jsonl``; how many."""
+    from convohub.hub import atomic_write_text
+
+    atomic_write_text(Path(folder) / "judge" / TREES_FILE,
+                      "".join(json.dumps(tree, ensure_ascii=False) + "\n" for tree in trees))
+    return len(trees)
+
+
+def read_trees(folder: str | Path) -> list[dict[str, Any]]:
+    """The held-out tree records of a built training-data folder."""
+    from convohub.jsonlines import jsonl_records
+
+    path = Path(folder) / "judge" / TREES_FILE
+    if not path.is_file():
+        raise FileNotFoundError(f"{path} does not exist: the training data predates the held-out trees; rebuild "
+                                f"it (`convohub crychic training-data --task judge --out {folder}`)")
+    return [tree for _, tree in jsonl_records(path, error=ValueError, expected="one tree record")]

@@ -163,7 +163,7 @@ def evaluate_reconstruction(tree_dir: Path, ifqc_dir: Path, simplifier_dir: Path
 
     from convohub.crychic.components import load_components
     from convohub.crychic.evaluate import evaluate_trees, load_trees
-    from convohub.crychic.reconstruct import Crychic, NonReconstructing
+    from convohub.crychic.reconstruct import Crychic, NonReconstructing, judge_threshold, threshold_origin
 
     trees = load_trees(tree_dir)
     total = len(trees)
@@ -190,7 +190,7 @@ def evaluate_reconstruction(tree_dir: Path, ifqc_dir: Path, simplifier_dir: Path
         torch.set_num_threads(threads)
     return {"split": "test", "conversations": len(trees), "conversations_in_split": total,
             "turns": sum(len(t["turns"]) for t in trees), "judge_architecture": judge.architecture,
-            "systems": systems}
+            "threshold": judge_threshold(judge), "threshold_origin": threshold_origin(judge), "systems": systems}
 
 
 def llm_conversation_cap() -> int:
@@ -332,6 +332,20 @@ def _judge_head_values(train: Mapping[str, Any]) -> dict[str, Any]:
             "cosine_not_parent": calibration["mean_cosine_not_parent"]}
 
 
+def _threshold_values(train: Mapping[str, Any]) -> dict[str, Any]:
+    """The judge's root threshold: the paper's, or the one its training run tuned, with the tuning's figures."""
+    from convohub.crychic.reconstruct import THRESHOLD
+
+    tuned = train.get("root_threshold")
+    if not tuned:
+        return {"root_threshold": THRESHOLD, "threshold_note": Block("threshold_paper")}
+    return {"root_threshold": tuned["threshold"], "threshold_note": Block("threshold_tuned"),
+            "tune_conversations": tuned["conversations"], "tune_turns": tuned["turns"],
+            "tune_grid": f"{tuned['grid'][0]}-{tuned['grid'][1]}", "tune_accuracy": tuned["accuracy"],
+            "tune_accuracy_reference": tuned["accuracy_at_reference"], "tune_roots": tuned["roots"],
+            "tune_roots_reference": tuned["roots_at_reference"], "tune_gold_roots": tuned["gold_roots"]}
+
+
 def card_values(card: CardInput) -> CardValues:
     """The card's metadata and values: the measured numbers, the base model the run's arguments name."""
     from convohub.training.models import hub_id
@@ -360,6 +374,7 @@ def card_values(card: CardInput) -> CardValues:
         "steps": block(steps > 0, "smoke_steps"), "max_steps": steps,
         "reconstruction": block("reconstruction" in results, "reconstruction"),
         **_judge_head_values(train),
+        **_threshold_values(train),
         "gold_set": block(bool(results.get("gold")), "gold_set"),
         "limitations": block(card.tiny, "limitations_tiny", "limitations_paper"),
         "ifqc_repo_id": card.target.repo_id(IFQC.repo_name(card.profile)),
@@ -379,6 +394,8 @@ def card_values(card: CardInput) -> CardValues:
             times.insert(0, [llm_row_name(measured), measured["seconds"]])
         values |= {"conversations": recon["conversations"], "conversations_in_split": recon["conversations_in_split"],
                    "turns": recon["turns"], "judge_architecture": recon["judge_architecture"],
+                   "recon_threshold": recon["threshold"],
+                   "recon_threshold_origin": recon["threshold_origin"],
                    "recon_all_micro": _score_rows(recon, "all_turns", llm=measured),
                    "recon_all_macro": _score_rows(recon, "all_turns", "macro_", llm=measured),
                    "recon_later_micro": _score_rows(recon, "without_first_turns", llm=measured),

@@ -11,8 +11,10 @@ applies decides:
    polite -> root (``simplifier-polite``), instruction -> the simplified prompt (every instruction sentence
    plus the first information sentence, in prompt order) goes to the judge;
 3. the follow-up judge scores the (simplified) prompt against the 20 most recent turns; the best one becomes
-   the parent when its probability is above 0.4, the more recent turn winning a tie (``judge-parent``),
-   else the prompt starts a new tree (``judge-root``).
+   the parent when its probability is above the threshold, the more recent turn winning a tie
+   (``judge-parent``), else the prompt starts a new tree (``judge-root``). The threshold is the paper's 0.4
+   unless the judge carries one tuned for it (``root_threshold``, :mod:`convohub.crychic.threshold`) or the
+   caller names one.
 
 When the turn is finished (its response known) it is stored with its parent and the judge's embedding of its
 prompt and response (each truncated to 512 tokens by the judge); :meth:`TreeBuilder.filtered_history` gives
@@ -186,23 +188,34 @@ def simplify(labelled: list[tuple[str, str]]) -> str:
                     if label == "instruction" or i == first_information)
 
 
+def judge_threshold(judge: ParentJudge) -> float:
+    """The root threshold tuned for ``judge`` (its ``root_threshold``), else the paper's :data:`THRESHOLD`."""
+    tuned = getattr(judge, "root_threshold", None)
+    return THRESHOLD if tuned is None else float(tuned)
+
+
+def threshold_origin(judge: ParentJudge) -> str:
+    """Where :func:`judge_threshold` took the value from, for headers and cards."""
+    return "the paper's" if getattr(judge, "root_threshold", None) is None else "tuned for this judge"
+
+
 class Crychic(TreeBuilder):
     """The CRyCHIc pipeline over its three components.
 
     ``ifqc`` or ``simplifier`` may be None, which skips that rule (the paper's ablations "w/o IFQC" and
     "w/o PS"; without the simplifier the whole prompt goes to the judge); there are no defaults, so leaving
-    one out is always the caller's stated choice.
+    one out is always the caller's stated choice. ``threshold`` None: :func:`judge_threshold`.
     """
 
     name = "crychic"
 
     def __init__(self, *, ifqc: FollowUpClassifier | None, simplifier: SentenceLabeller | None,
-                 judge: ParentJudge, window: int = WINDOW, threshold: float = THRESHOLD) -> None:
+                 judge: ParentJudge, window: int = WINDOW, threshold: float | None = None) -> None:
         super().__init__()
         if window < 1:
             raise ValueError(f"window must be at least 1 turn, got {window}")
         self.ifqc, self.simplifier, self.judge = ifqc, simplifier, judge
-        self.window, self.threshold = window, threshold
+        self.window, self.threshold = window, judge_threshold(judge) if threshold is None else threshold
 
     def decide(self, prompt: str) -> Decision:
         t = len(self.turns)

@@ -59,6 +59,10 @@ class CrychicArguments:
         "help": "judge only (bi): add the MLP's logit to the encoder's cosine similarity, scaled and shifted by "
                 "a logistic fit on the training pairs before training; the untrained judge is that calibrated "
                 "cosine (the paper's judge: the MLP alone)"})
+    tune_root_threshold: bool = field(default=False, metadata={
+        "help": "judge only: after training, reconstruct the held-out conversations of the training data with the "
+                "judge alone and store the root threshold that gets the most parents right as the config's "
+                "root_threshold (the pipeline then uses it instead of the paper's 0.4)"})
     max_train_examples: int | None = field(default=None, metadata={"help": "cap on training rows (seeded)"})
     max_eval_examples: int | None = field(default=None, metadata={"help": "cap on held-out rows (seeded)"})
     gold_eval: bool = field(default=False, metadata={"help": "IFQC only: also score the hand-written follow-ups "
@@ -104,8 +108,9 @@ def build_model(task: str, args: CrychicArguments) -> tuple[Any, Any]:
     if task == "judge":
         kwargs |= {"architecture": args.architecture, "turn_max_tokens": args.turn_max_tokens,
                    "cosine_residual": args.cosine_residual}
-    elif args.cosine_residual:
-        raise ValueError(f"cosine_residual applies to the judge only; the {task} recipe must leave it off")
+    elif args.cosine_residual or args.tune_root_threshold:
+        raise ValueError(f"cosine_residual and tune_root_threshold apply to the judge only; the {task} recipe must "
+                         "leave them off")
     model = cls.from_encoder(path, trust_remote_code=args.trust_remote_code, **kwargs)
     tokenizer = AutoTokenizer.from_pretrained(path, trust_remote_code=args.trust_remote_code)
     return model, tokenizer
@@ -207,6 +212,31 @@ def calibrate_cosine(model: Any, tokenizer: Any, rows: Sequence[Mapping[str, Any
 
 
 # ------------------------------------------------------------------------------------------------ measure
+def threshold_trees(args: CrychicArguments) -> list[dict[str, Any]] | None:
+    """The held-out conversations the judge's root threshold is tuned on (None when the recipe does not tune
+    it), read before training so that a data folder without them stops the run before any work is lost."""
+    from convohub.crychic.judge_data import read_trees
+
+    if not args.tune_root_threshold:
+        return None
+    trees = read_trees(args.dataset_path)
+    if not trees:
+        raise ValueError(f"{args.dataset_path}: the judge data holds no held-out conversations to tune the root "
+                         "threshold on; rebuild it with more users or leave tune_root_threshold off")
+    return trees
+
+
+def tune_threshold(model: Any, tokenizer: Any, trees: Sequence[Mapping[str, Any]]) -> dict[str, Any]:
+    """Tune the trained judge's root threshold on ``trees`` (:mod:`convohub.crychic.threshold`) and write it
+    into the model's config before it is saved."""
+    from convohub.crychic.components import ModelParentJudge
+    from convohub.crychic.threshold import tune_root_threshold
+
+    result = tune_root_threshold(trees, ModelParentJudge.from_model(model, tokenizer))
+    model.config.root_threshold = result["threshold"]
+    return result
+
+
 def evaluate_rows(task: str, model: Any, tokenizer: Any, rows: Sequence[Mapping[str, Any]],
                   batch_size: int = 32) -> dict[str, Any]:
     """Held-out accuracy and macro-F1 of ``model`` on ``rows`` (per sentence for the simplifier; the judge
@@ -316,6 +346,7 @@ def run(task: str, argv: Sequence[str] | None = None) -> dict[str, Any]:
     eval_rows = load_rows(args.dataset_path, task, args.eval_split, args.max_eval_examples, training_args.seed)
     if not train_rows:
         raise ValueError(f"{args.dataset_path}: no {task} rows in split {args.train_split!r}")
+    trees = threshold_trees(args) if task == "judge" else None
     print(f"{task}: {len(train_rows)} training rows, {len(eval_rows)} held-out ({args.eval_split})")
 
     # 3. the untrained head on the held-out rows (and the hand-written ones); a cosine-residual judge is first
@@ -336,6 +367,7 @@ def run(task: str, argv: Sequence[str] | None = None) -> dict[str, Any]:
     # 5. measure again, 6. save (the main process writes)
     after = evaluate_rows(task, model, tokenizer, eval_rows, batch)
     gold_after = evaluate_rows(task, model, tokenizer, gold, batch) if gold else None
+    root_threshold = tune_threshold(model, tokenizer, trees) if trees is not None else None
     trainer.save_model(str(out))
     record = read_record(args.dataset_path).get(task, {})
     results: dict[str, Any] = {
@@ -353,6 +385,8 @@ def run(task: str, argv: Sequence[str] | None = None) -> dict[str, Any]:
                     "cosine_residual": args.cosine_residual}
         if calibration is not None:
             results["cosine_calibration"] = calibration
+        if root_threshold is not None:
+            results["root_threshold"] = root_threshold
     if gold:
         results["gold"] = gold_scores(gold_before, gold_after)
     if task == "simplifier" and record.get("agreement"):
@@ -364,6 +398,11 @@ def run(task: str, argv: Sequence[str] | None = None) -> dict[str, Any]:
           f"macro-F1 {before['f1_macro']:.4f} -> {after['f1_macro']:.4f}"
           + (f", AUC {before['auc']} -> {after['auc']}" if task == "judge" else "")
           + f" ({seconds:.1f} s training)")
+    if root_threshold is not None:
+        print(f"{task}: root threshold {root_threshold['threshold']} (parent accuracy "
+              f"{root_threshold['accuracy_at_reference']:.4f} at {root_threshold['reference_threshold']} -> "
+              f"{root_threshold['accuracy']:.4f} on {root_threshold['turns']} turns of "
+              f"{root_threshold['conversations']} held-out conversations)")
     if gold:
         print(f"{task}: hand-written set accuracy {gold_before['accuracy']:.4f} -> {gold_after['accuracy']:.4f}, "
               f"macro-F1 {gold_before['f1_macro']:.4f} -> {gold_after['f1_macro']:.4f} ({len(gold)} rows)")

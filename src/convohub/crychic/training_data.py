@@ -18,7 +18,7 @@ from typing import Any
 
 from convohub.crychic.data_common import update_record, write_rows
 from convohub.crychic.ifqc_data import IFQCSettings, build_ifqc_data
-from convohub.crychic.judge_data import JudgeSettings, build_judge_data
+from convohub.crychic.judge_data import JudgeSettings, build_judge_data, write_trees
 from convohub.crychic.simplifier_data import AUTO, SimplifierSettings, build_simplifier_data
 from convohub.llm import ChatBackend
 
@@ -49,6 +49,7 @@ def build_training_data(out: str | Path, tasks: Sequence[str] = TASKS, *, llm: s
         rows, entry = build_simplifier_data(labeller, simplifier, work=work, llm=llm, progress=progress)
         record = update_record(out, "simplifier", {**entry, "rows": write_rows(out, "simplifier", rows)})
     if "judge" in tasks:
-        rows, entry = build_judge_data(judge, work=work)
+        rows, entry, trees = build_judge_data(judge, work=work)
+        write_trees(out, trees)
         record = update_record(out, "judge", {**entry, "rows": write_rows(out, "judge", rows)})
     return record

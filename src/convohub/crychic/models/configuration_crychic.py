@@ -195,11 +195,17 @@ class CrychicFollowUpJudgeConfig(CrychicEncoderConfig):
     cosine_residual: bool = False
     cosine_scale: float = 10.0
     cosine_shift: float = -2.5
+    #: the probability the best of a prompt's candidate turns must exceed to become its parent (else the prompt
+    #: starts a new tree), when it was tuned for this judge on held-out conversations; None: the pipeline uses
+    #: the paper's 0.4
+    root_threshold: float | None = None
 
     def __post_init__(self, **kwargs):
         super().__post_init__(**kwargs)
         if self.architecture not in JUDGE_ARCHITECTURES:
             raise ValueError(f"architecture must be one of {JUDGE_ARCHITECTURES}, got {self.architecture!r}")
+        if self.root_threshold is not None and not 0.0 < self.root_threshold < 1.0:
+            raise ValueError(f"root_threshold must be a probability in (0, 1), got {self.root_threshold!r}")
         if self.cosine_residual and self.architecture != "bi":
             raise ValueError("cosine_residual needs architecture='bi': a cross-encoder has no pair of embeddings "
                              "to compare")
