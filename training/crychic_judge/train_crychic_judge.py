@@ -4,7 +4,7 @@
 Data: a folder built by ``convohub crychic training-data`` (pairs known by construction from the sample
 corpus's plan: (parent turn, follow-up) positives, same-conversation and other-conversation negatives,
 balanced and seeded). Rows of the ``train`` split train, the ``heldout`` split is measured before and after
-training (accuracy and macro-F1 at the pipeline's threshold 0.4, and ROC AUC) and the figures go to
+training (accuracy and macro-F1 at the paper's threshold 0.4, and ROC AUC) and the figures go to
 ``<output_dir>/eval_results.json``, so a card can show the gain over the untrained head.
 
 Offline (CPU, from the bundled all-MiniLM-L6-v2; README.md gives the times measured and their conditions):

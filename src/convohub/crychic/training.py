@@ -15,7 +15,7 @@ raw prompt (IFQC, truncated to ``max_length``), the packed sentences ``s1 [SEP] 
 ``turn_max_tokens``, against the prompt (bi) or joined with it in one input (cross).
 
 Held-out measures: accuracy and macro-F1 (the simplifier's per sentence); the judge also ROC AUC, with
-its decisions taken at the pipeline's threshold (0.4).
+its decisions taken at the paper's threshold (0.4; a tuned root threshold is reported apart).
 """
 
 from __future__ import annotations
@@ -240,7 +240,7 @@ def tune_threshold(model: Any, tokenizer: Any, trees: Sequence[Mapping[str, Any]
 def evaluate_rows(task: str, model: Any, tokenizer: Any, rows: Sequence[Mapping[str, Any]],
                   batch_size: int = 32) -> dict[str, Any]:
     """Held-out accuracy and macro-F1 of ``model`` on ``rows`` (per sentence for the simplifier; the judge
-    also ROC AUC, decisions at the pipeline's threshold), with per-class recall and counts."""
+    also ROC AUC, decisions at the paper's threshold 0.4), with per-class recall and counts."""
     import numpy as np
     import torch
     from sklearn.metrics import f1_score, roc_auc_score
