@@ -48,6 +48,8 @@ def test_pasted_conversation_is_drawn_with_decisions_and_the_last_prompts_histor
     turns = EXAMPLE.count("User:")
     assert picture.startswith("<svg") and _boxes(picture) == turns
     assert "No gold tree" in gold
+    # the judge's threshold, as the judge's config gives it (the fixture's judge: the tiny recipe's tuning or none)
+    assert re.search(r"The judge's threshold is 0\.\d+ \((the paper's|tuned for this judge)\)", gold)
     rows = decisions["data"]
     assert [row[0] for row in rows] == list(range(turns)) and rows[0][1:4] == ["root", "-", "history"]
     roots = sum(row[1] == "root" for row in rows)

@@ -82,7 +82,19 @@ def reconstruct(make_builder: Any, conversation: ConversationInput) -> tuple[str
         gold_picture = ("<p>No gold tree for a pasted conversation: pick a test conversation, or paste a "
                         "WildChatTree record (JSON with <code>turns</code> and their <code>parent</code>).</p>")
     last = len(builder.turns) - 1
-    return picture, gold_picture, decision_rows(builder, gold), history_markdown(builder, last)
+    return picture, threshold_note(builder) + gold_picture, decision_rows(builder, gold), history_markdown(builder, last)
+
+
+def threshold_note(builder: Any) -> str:
+    """The judge's root threshold and where it came from, for a visitor reading the judge's scores (empty for a
+    builder without a judge)."""
+    from convohub.crychic.reconstruct import threshold_origin
+
+    judge = getattr(builder, "judge", None)
+    if judge is None:
+        return ""
+    return (f"<p>The judge's threshold is {builder.threshold} ({threshold_origin(judge)}): the best-scoring earlier "
+            "turn becomes the parent only above it, else the prompt starts a new tree.</p>")
 
 
 def export_space(target: Any, repo: Path, *, dataset_id: str, models: list[str], name: str = SPACE_NAME) -> Path:
