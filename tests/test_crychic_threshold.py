@@ -8,7 +8,7 @@ from collections.abc import Sequence
 import pytest
 
 from convohub.crychic.components import StoredTurn
-from convohub.crychic.reconstruct import THRESHOLD, Crychic, judge_threshold, threshold_origin
+from convohub.crychic.reconstruct import THRESHOLD, Crychic, resolve_threshold
 from convohub.crychic.threshold import BestCandidate, accuracy_at, best_candidates, tune_root_threshold
 from convohub.crychic.trees import tree_record
 
@@ -74,8 +74,12 @@ def test_the_pipeline_takes_the_judges_tuned_threshold_unless_one_is_given() -> 
     assert decide(TableJudge()) == -1  # the paper's 0.4
     assert decide(TableJudge(root_threshold=0.25)) == 1
     assert decide(TableJudge(root_threshold=0.25), threshold=0.4) == -1
-    assert judge_threshold(TableJudge()) == THRESHOLD and threshold_origin(TableJudge()) == "the paper's"
-    assert judge_threshold(TableJudge(0.25)) == 0.25 and threshold_origin(TableJudge(0.25)) == "tuned for this judge"
+    assert resolve_threshold(TableJudge()) == (THRESHOLD, "the paper's")
+    assert resolve_threshold(TableJudge(0.25)) == (0.25, "tuned for this judge")
+    assert resolve_threshold(TableJudge(0.25), 0.4) == (0.4, "given")
+    # the pipeline keeps where its threshold came from (what the Space and the reports show)
+    given = Crychic(ifqc=None, simplifier=None, judge=TableJudge(0.25), threshold=0.4)
+    assert (given.threshold, given.threshold_origin) == (0.4, "given")
 
 
 def test_a_judge_config_refuses_a_threshold_that_is_no_probability() -> None:

@@ -40,11 +40,10 @@ def _builder_factory(args: argparse.Namespace) -> tuple[Any, str, dict[str, Any]
         if given == (name in args.ablate):
             raise SystemExit(f"give --{name} PATH or --ablate {name} (exactly one of them)")
     from convohub.crychic.components import load_components
-    from convohub.crychic.reconstruct import Crychic, judge_threshold, threshold_origin
+    from convohub.crychic.reconstruct import Crychic, resolve_threshold
 
     ifqc, simplifier, judge = load_components(args.ifqc, args.simplifier, args.judge)
-    threshold, origin = ((args.threshold, "given") if args.threshold is not None
-                         else (judge_threshold(judge), threshold_origin(judge)))
+    threshold, origin = resolve_threshold(judge, args.threshold)
     components = {"ifqc": args.ifqc and str(args.ifqc), "simplifier": args.simplifier and str(args.simplifier),
                   "judge": str(args.judge), "judge_architecture": judge.architecture,
                   "window": args.window, "threshold": threshold, "threshold_origin": origin}

@@ -163,12 +163,13 @@ def evaluate_reconstruction(tree_dir: Path, ifqc_dir: Path, simplifier_dir: Path
 
     from convohub.crychic.components import load_components
     from convohub.crychic.evaluate import evaluate_trees, load_trees
-    from convohub.crychic.reconstruct import Crychic, NonReconstructing, judge_threshold, threshold_origin
+    from convohub.crychic.reconstruct import Crychic, NonReconstructing, resolve_threshold
 
     trees = load_trees(tree_dir)
     total = len(trees)
     trees = trees[:max_conversations] if max_conversations else trees
     ifqc, simplifier, judge = load_components(ifqc_dir, simplifier_dir, judge_dir)
+    threshold, origin = resolve_threshold(judge)
     makers = {
         "Non-Reconstructing": NonReconstructing,
         "CRyCHIc w/o PS": lambda: Crychic(ifqc=ifqc, simplifier=None, judge=judge),
@@ -190,7 +191,7 @@ def evaluate_reconstruction(tree_dir: Path, ifqc_dir: Path, simplifier_dir: Path
         torch.set_num_threads(threads)
     return {"split": "test", "conversations": len(trees), "conversations_in_split": total,
             "turns": sum(len(t["turns"]) for t in trees), "judge_architecture": judge.architecture,
-            "threshold": judge_threshold(judge), "threshold_origin": threshold_origin(judge), "systems": systems}
+            "threshold": threshold, "threshold_origin": origin, "systems": systems}
 
 
 def llm_conversation_cap() -> int:

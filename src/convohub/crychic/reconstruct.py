@@ -188,15 +188,14 @@ def simplify(labelled: list[tuple[str, str]]) -> str:
                     if label == "instruction" or i == first_information)
 
 
-def judge_threshold(judge: ParentJudge) -> float:
-    """The root threshold tuned for ``judge`` (its ``root_threshold``), else the paper's :data:`THRESHOLD`."""
+def resolve_threshold(judge: ParentJudge, given: float | None = None) -> tuple[float, str]:
+    """The root threshold a pipeline over ``judge`` uses and where it came from (for headers and cards):
+    ``given`` when the caller names one, else the judge's tuned ``root_threshold``, else the paper's
+    :data:`THRESHOLD`."""
+    if given is not None:
+        return float(given), "given"
     tuned = getattr(judge, "root_threshold", None)
-    return THRESHOLD if tuned is None else float(tuned)
-
-
-def threshold_origin(judge: ParentJudge) -> str:
-    """Where :func:`judge_threshold` took the value from, for headers and cards."""
-    return "the paper's" if getattr(judge, "root_threshold", None) is None else "tuned for this judge"
+    return (THRESHOLD, "the paper's") if tuned is None else (float(tuned), "tuned for this judge")
 
 
 class Crychic(TreeBuilder):
@@ -204,7 +203,7 @@ class Crychic(TreeBuilder):
 
     ``ifqc`` or ``simplifier`` may be None, which skips that rule (the paper's ablations "w/o IFQC" and
     "w/o PS"; without the simplifier the whole prompt goes to the judge); there are no defaults, so leaving
-    one out is always the caller's stated choice. ``threshold`` None: :func:`judge_threshold`.
+    one out is always the caller's stated choice. ``threshold`` None: :func:`resolve_threshold`.
     """
 
     name = "crychic"
@@ -215,7 +214,8 @@ class Crychic(TreeBuilder):
         if window < 1:
             raise ValueError(f"window must be at least 1 turn, got {window}")
         self.ifqc, self.simplifier, self.judge = ifqc, simplifier, judge
-        self.window, self.threshold = window, judge_threshold(judge) if threshold is None else threshold
+        self.window = window
+        self.threshold, self.threshold_origin = resolve_threshold(judge, threshold)
 
     def decide(self, prompt: str) -> Decision:
         t = len(self.turns)

@@ -88,12 +88,10 @@ def reconstruct(make_builder: Any, conversation: ConversationInput) -> tuple[str
 def threshold_note(builder: Any) -> str:
     """The judge's root threshold and where it came from, for a visitor reading the judge's scores (empty for a
     builder without a judge)."""
-    from convohub.crychic.reconstruct import threshold_origin
-
-    judge = getattr(builder, "judge", None)
-    if judge is None:
+    origin = getattr(builder, "threshold_origin", None)
+    if origin is None:
         return ""
-    return (f"<p>The judge's threshold is {builder.threshold} ({threshold_origin(judge)}): the best-scoring earlier "
+    return (f"<p>The judge's threshold is {builder.threshold} ({origin}): the best-scoring earlier "
             "turn becomes the parent only above it, else the prompt starts a new tree.</p>")
 
 
