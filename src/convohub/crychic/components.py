@@ -170,20 +170,20 @@ class ModelParentJudge:
     ``config.turn_max_tokens`` tokens and the pair then to the encoder's ``config.max_length``.
     """
 
-    def __init__(self, folder: str | Path):
+    def __init__(self, folder: str | Path, *, loaded: tuple[Any, Any] | None = None):
+        """Load the judge saved in ``folder``, or take ``loaded`` = (tokenizer, model) already in memory, in
+        which case ``folder`` only names it."""
         from convohub.crychic.models import CrychicFollowUpJudgeModel
 
         self.folder = str(folder)
-        self.tokenizer, self.model = _load(folder, CrychicFollowUpJudgeModel)
+        self.tokenizer, self.model = loaded if loaded is not None else _load(folder, CrychicFollowUpJudgeModel)
+        self.model.eval()
         self.architecture = str(self.model.config.architecture)
 
     @classmethod
     def from_model(cls, model: Any, tokenizer: Any, name: str = "<in memory>") -> ModelParentJudge:
         """A judge over a model in memory (the training script tunes the root threshold before saving)."""
-        judge = cls.__new__(cls)
-        judge.folder, judge.tokenizer, judge.model = name, tokenizer, model.eval()
-        judge.architecture = str(model.config.architecture)
-        return judge
+        return cls(name, loaded=(tokenizer, model))
 
     @property
     def root_threshold(self) -> float | None:
