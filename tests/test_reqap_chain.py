@@ -195,7 +195,7 @@ class _ScriptedLLM:
 def test_end_to_end_comparison_runs_every_system_on_the_same_questions(dataset: Path, release: Path,
                                                                           tmp_path: Path) -> None:
     from convohub.reqap.data.perqa import load_questions
-    from convohub.reqap.release.comparison import compare_systems, question_sample
+    from convohub.reqap.release.comparison import RAG_TOP_N, RUN_KEY_FILE, compare_systems, question_sample
     from convohub.reqap.release.evaluation import evaluate
 
     questions = {q["id"]: q for q in load_questions(dataset, "test")}
@@ -226,6 +226,15 @@ def test_end_to_end_comparison_runs_every_system_on_the_same_questions(dataset: 
     assert compare_systems(dataset, components, llm, tmp_path, question_ids=ids,
                            systems=("reqap_sft", "rag"))["systems"]["rag"] == result["systems"]["rag"]
     assert llm.calls == calls
+    # a run made with other weights in the same folders (a retrained model) is not reused
+    key_file = tmp_path / "rag" / RUN_KEY_FILE
+    key = json.loads(key_file.read_text())
+    assert key["llm"] == "scripted" and key["top_n"] == RAG_TOP_N and key["question_ids"] == sorted(ids)
+    key_file.write_text(json.dumps({**key, "weights": {"retriever": ["an earlier model"]}}))
+    compare_systems(dataset, components, llm, tmp_path, question_ids=ids, systems=("reqap_sft", "rag"),
+                    llm_name="scripted")
+    assert llm.calls > calls and json.loads(key_file.read_text()) == key
+    calls = llm.calls
     # the paper profile's fourth system: the same chain with in-context QUD on the LLM (which writes no tree here)
     icl = compare_systems(dataset, components, llm, tmp_path, question_ids=ids, systems=("reqap_sft", "reqap_icl"))
     assert llm.calls > calls and icl["systems"]["reqap_icl"]["counts"]["questions"] == 3
@@ -245,3 +254,27 @@ def test_the_qud_card_waits_for_the_end_to_end_comparison() -> None:
     assert names.index("reqap-qud-eval") < names.index("reqap-end-to-end") < names.index("reqap-qud-card")
     for model in ("reqap-extract", "reqap-retrieve-patterns", "reqap-retrieve-events"):
         assert names.index(f"{model}-eval") < names.index("reqap-end-to-end")
+
+
+def test_run_key_names_the_weights_of_every_model_folder(tmp_path: Path) -> None:
+    from convohub.reqap.release.comparison import run_key
+
+    folders = {}
+    for name in ("qud", "events", "patterns", "extract"):
+        folders[name] = tmp_path / name
+        folders[name].mkdir()
+        (folders[name] / "model.safetensors").write_bytes(name.encode())
+    components = {"decomposer": f"sft:{folders['qud']}", "retriever": f"ce:{folders['events']},{folders['patterns']}",
+                  "extractor": f"model:{folders['extract']}"}
+    kw = {"question_ids": ["b", "a"], "llm_name": "scripted", "top_n": 10}
+    key = run_key("reqap_sft", components, **kw)
+    assert key["question_ids"] == ["a", "b"] and key["llm"] is None and key["top_n"] is None
+    assert set(key["weights"]) == {"decomposer", "retriever", "extractor"} and len(key["weights"]["retriever"]) == 2
+    rag = run_key("rag", components, **kw)
+    assert rag["llm"] == "scripted" and rag["top_n"] == 10
+    assert run_key("reqap_icl", components, **kw)["components"]["decomposer"] == "icl"
+    (folders["patterns"] / "model.safetensors").write_bytes(b"retrained")
+    changed = run_key("reqap_sft", components, **kw)
+    assert changed["weights"]["retriever"][1] != key["weights"]["retriever"][1]
+    assert changed["weights"]["retriever"][0] == key["weights"]["retriever"][0]
+    assert changed["weights"]["decomposer"] == key["weights"]["decomposer"]

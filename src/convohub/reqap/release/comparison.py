@@ -24,7 +24,8 @@ from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
-__all__ = ["PROFILE_QUESTIONS", "PROFILE_SYSTEMS", "RAG_TOP_N", "SYSTEMS", "compare_systems", "question_sample"]
+__all__ = ["PROFILE_QUESTIONS", "PROFILE_SYSTEMS", "RAG_TOP_N", "RUN_KEY_FILE", "SYSTEMS", "compare_systems",
+           "question_sample", "run_key"]
 
 #: system name -> (``evaluate``'s system, QUD spec kind): what each compared system runs.
 SYSTEMS: dict[str, tuple[str, str | None]] = {
@@ -58,6 +59,28 @@ def _specs(system: str, components: Mapping[str, str]) -> dict[str, str]:
     return {**components, "decomposer": components["decomposer"] if SYSTEMS[system][1] == "sft" else "icl"}
 
 
+#: Written next to each system's ``results.json``: the :func:`run_key` the run was made with.
+RUN_KEY_FILE = "run_key.json"
+#: Component spec prefixes whose value names model folders (comma-separated for ``ce:``).
+_FOLDER_SPECS = ("sft:", "ce:", "model:")
+
+
+def run_key(system: str, components: Mapping[str, str], *, question_ids: Sequence[str], llm_name: str | None,
+            top_n: int, split: str = "test") -> dict[str, Any]:
+    """What a compared run depends on, as JSON values: reusing a run whose key differs would publish the
+    figures of other models (a folder path stays the same when its model is retrained, so the weights'
+    digests are part of the key)."""
+    from convohub.models import weights_digest
+
+    specs = _specs(system, components)
+    weights = {kind: [weights_digest(folder) for folder in spec.split(":", 1)[1].split(",") if folder]
+               for kind, spec in sorted(specs.items()) if spec.startswith(_FOLDER_SPECS)}
+    uses_llm = SYSTEMS[system][0] != "reqap" or SYSTEMS[system][1] == "icl"
+    return {"system": system, "split": split, "question_ids": sorted(question_ids), "components": dict(sorted(specs.items())),
+            "weights": weights, "llm": llm_name if uses_llm else None,
+            "top_n": top_n if SYSTEMS[system][0] == "rag" else None}
+
+
 def _answerer(system: str, components: Mapping[str, str], backend: Any, dataset_dir: Path, top_n: int) -> Any:
     from convohub.reqap.components.build import make_system
 
@@ -78,11 +101,13 @@ def compare_systems(dataset_dir: Path, components: Mapping[str, str], backend: A
     ``components`` are the trained models as component specs (``ReleaseModels.specs()``: ``decomposer``
     ``sft:DIR``, ``retriever`` ``ce:EVENTS,PATTERNS``, ``extractor`` ``model:DIR``); ``backend`` is the LLM of
     ICL QUD, RAG and CodeGen, named ``llm_name`` (default: its ``name``). Each run goes to
-    ``out_dir/<system>/``; a system whose run is already there (same questions) is read back, not run again.
+    ``out_dir/<system>/``; a system whose run is already there with the same :func:`run_key` (questions,
+    component specs, the weights of the model folders they name, LLM, RAG depth) is read back, not run again:
+    a retrained model in the same folder makes its systems run again.
     Returns ``{"split", "questions", "llm", "top_n", "rank_depth", "systems": {name: scores},
     "mcnemar": {baseline: test}}``.
     """
-    from convohub.hub import read_json
+    from convohub.hub import atomic_write_text, dump_json, read_json
     from convohub.reqap.components.build import describe_components
     from convohub.reqap.release.evaluation import compare_runs, evaluate
 
@@ -94,14 +119,17 @@ def compare_systems(dataset_dir: Path, components: Mapping[str, str], backend: A
     scores: dict[str, Any] = {}
     for name in systems:
         run = Path(out_dir) / name
-        done = run / "results.json"
-        results = read_json(done) if done.is_file() else None
-        if results is None or results.get("question_ids") != wanted:
+        done, key_file = run / "results.json", run / RUN_KEY_FILE
+        key = run_key(name, components, question_ids=wanted, llm_name=llm_name, top_n=top_n, split=split)
+        same = done.is_file() and key_file.is_file() and read_json(key_file) == key
+        results = read_json(done) if same else None
+        if results is None:
             kind, qud = SYSTEMS[name]
             answerer = _answerer(name, components, backend, Path(dataset_dir), top_n)
             describe = describe_components(kind, **_specs(name, components), llm=None if qud == "sft" else llm_name)
             results = evaluate(dataset_dir, split, kind, answerer, question_ids=wanted, attribution=False,
                                describe=describe, out_dir=run)
+            atomic_write_text(key_file, dump_json(key))
         scores[name] = {k: results[k] for k in ("hit@1", "rlx_hit@1", "rlx_hit@1_20", "per_category", "counts",
                                                 "failures")}
     tests = {}
