@@ -271,10 +271,16 @@ def test_run_key_names_the_weights_of_every_model_folder(tmp_path: Path) -> None
     assert key["question_ids"] == ["a", "b"] and key["llm"] is None and key["top_n"] is None
     assert set(key["weights"]) == {"decomposer", "retriever", "extractor"} and len(key["weights"]["retriever"]) == 2
     rag = run_key("rag", components, **kw)
-    assert rag["llm"] == "scripted" and rag["top_n"] == 10
+    assert rag["llm"] == "scripted" and rag["top_n"] == 10 and set(rag["weights"]) == {"retriever"}
+    codegen = run_key("codegen", components, **kw)
+    assert codegen["components"] == {} and codegen["weights"] == {} and codegen["top_n"] is None
     assert run_key("reqap_icl", components, **kw)["components"]["decomposer"] == "icl"
     (folders["patterns"] / "model.safetensors").write_bytes(b"retrained")
     changed = run_key("reqap_sft", components, **kw)
     assert changed["weights"]["retriever"][1] != key["weights"]["retriever"][1]
     assert changed["weights"]["retriever"][0] == key["weights"]["retriever"][0]
     assert changed["weights"]["decomposer"] == key["weights"]["decomposer"]
+    rag_before = run_key("rag", components, **kw)
+    (folders["qud"] / "model.safetensors").write_bytes(b"retrained")  # RAG does not run the QUD model
+    assert run_key("rag", components, **kw) == rag_before
+    assert run_key("reqap_sft", components, **kw)["weights"]["decomposer"] != changed["weights"]["decomposer"]

@@ -63,6 +63,9 @@ def _specs(system: str, components: Mapping[str, str]) -> dict[str, str]:
 RUN_KEY_FILE = "run_key.json"
 #: Component spec prefixes whose value names model folders (comma-separated for ``ce:``).
 _FOLDER_SPECS = ("sft:", "ce:", "model:")
+#: The components each kind of system runs (RAG ranks its events with the retriever; CodeGen uses none).
+_USED: dict[str, tuple[str, ...]] = {"reqap": ("decomposer", "retriever", "extractor"), "rag": ("retriever",),
+                                     "codegen": ()}
 
 
 def run_key(system: str, components: Mapping[str, str], *, question_ids: Sequence[str], llm_name: str | None,
@@ -72,13 +75,13 @@ def run_key(system: str, components: Mapping[str, str], *, question_ids: Sequenc
     digests are part of the key)."""
     from convohub.models import weights_digest
 
-    specs = _specs(system, components)
-    weights = {kind: [weights_digest(folder) for folder in spec.split(":", 1)[1].split(",") if folder]
-               for kind, spec in sorted(specs.items()) if spec.startswith(_FOLDER_SPECS)}
-    uses_llm = SYSTEMS[system][0] != "reqap" or SYSTEMS[system][1] == "icl"
-    return {"system": system, "split": split, "question_ids": sorted(question_ids), "components": dict(sorted(specs.items())),
-            "weights": weights, "llm": llm_name if uses_llm else None,
-            "top_n": top_n if SYSTEMS[system][0] == "rag" else None}
+    kind, qud = SYSTEMS[system]
+    specs = {k: v for k, v in sorted(_specs(system, components).items()) if k in _USED[kind]}
+    weights = {k: [weights_digest(folder) for folder in spec.split(":", 1)[1].split(",") if folder]
+               for k, spec in specs.items() if spec.startswith(_FOLDER_SPECS)}
+    uses_llm = kind != "reqap" or qud == "icl"
+    return {"system": system, "split": split, "question_ids": sorted(question_ids), "components": specs,
+            "weights": weights, "llm": llm_name if uses_llm else None, "top_n": top_n if kind == "rag" else None}
 
 
 def _answerer(system: str, components: Mapping[str, str], backend: Any, dataset_dir: Path, top_n: int) -> Any:
@@ -102,8 +105,8 @@ def compare_systems(dataset_dir: Path, components: Mapping[str, str], backend: A
     ``sft:DIR``, ``retriever`` ``ce:EVENTS,PATTERNS``, ``extractor`` ``model:DIR``); ``backend`` is the LLM of
     ICL QUD, RAG and CodeGen, named ``llm_name`` (default: its ``name``). Each run goes to
     ``out_dir/<system>/``; a system whose run is already there with the same :func:`run_key` (questions,
-    component specs, the weights of the model folders they name, LLM, RAG depth) is read back, not run again:
-    a retrained model in the same folder makes its systems run again.
+    the specs of the components it runs, the weights of the model folders they name, LLM, RAG's top-N) is
+    read back, not run again: a retrained model in the same folder makes the systems that run it run again.
     Returns ``{"split", "questions", "llm", "top_n", "rank_depth", "systems": {name: scores},
     "mcnemar": {baseline: test}}``.
     """
