@@ -195,7 +195,7 @@ class _ScriptedLLM:
 def test_end_to_end_comparison_runs_every_system_on_the_same_questions(dataset: Path, release: Path,
                                                                           tmp_path: Path) -> None:
     from convohub.reqap.data.perqa import load_questions
-    from convohub.reqap.release.comparison import RAG_TOP_N, RUN_KEY_FILE, compare_systems, question_sample
+    from convohub.reqap.release.comparison import RAG_TOP_N, SCORES_STAGE, compare_systems, question_sample
     from convohub.reqap.release.evaluation import evaluate
 
     questions = {q["id"]: q for q in load_questions(dataset, "test")}
@@ -227,13 +227,14 @@ def test_end_to_end_comparison_runs_every_system_on_the_same_questions(dataset: 
                            systems=("reqap_sft", "rag"))["systems"]["rag"] == result["systems"]["rag"]
     assert llm.calls == calls
     # a run made with other weights in the same folders (a retrained model) is not reused
-    key_file = tmp_path / "rag" / RUN_KEY_FILE
-    key = json.loads(key_file.read_text())
+    stage_file = tmp_path / "rag" / f"{SCORES_STAGE}.json"
+    saved = json.loads(stage_file.read_text())
+    key = saved["fingerprint"]
     assert key["llm"] == "scripted" and key["top_n"] == RAG_TOP_N and key["question_ids"] == sorted(ids)
-    key_file.write_text(json.dumps({**key, "weights": {"retriever": ["an earlier model"]}}))
+    stage_file.write_text(json.dumps({**saved, "fingerprint": {**key, "weights": {"retriever": ["an earlier model"]}}}))
     compare_systems(dataset, components, llm, tmp_path, question_ids=ids, systems=("reqap_sft", "rag"),
                     llm_name="scripted")
-    assert llm.calls > calls and json.loads(key_file.read_text()) == key
+    assert llm.calls > calls and json.loads(stage_file.read_text())["fingerprint"] == key
     calls = llm.calls
     # the paper profile's fourth system: the same chain with in-context QUD on the LLM (which writes no tree here)
     icl = compare_systems(dataset, components, llm, tmp_path, question_ids=ids, systems=("reqap_sft", "reqap_icl"))

@@ -24,7 +24,7 @@ from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
-__all__ = ["PROFILE_QUESTIONS", "PROFILE_SYSTEMS", "RAG_TOP_N", "RUN_KEY_FILE", "SYSTEMS", "compare_systems",
+__all__ = ["PROFILE_QUESTIONS", "PROFILE_SYSTEMS", "RAG_TOP_N", "SCORES_STAGE", "SYSTEMS", "compare_systems",
            "question_sample", "run_key"]
 
 #: system name -> (``evaluate``'s system, QUD spec kind): what each compared system runs.
@@ -59,8 +59,8 @@ def _specs(system: str, components: Mapping[str, str]) -> dict[str, str]:
     return {**components, "decomposer": components["decomposer"] if SYSTEMS[system][1] == "sft" else "icl"}
 
 
-#: Written next to each system's ``results.json``: the :func:`run_key` the run was made with.
-RUN_KEY_FILE = "run_key.json"
+#: The :func:`convohub.stages.stage` of each system's run: its scores and the :func:`run_key` they were made with.
+SCORES_STAGE = "scores"
 #: Component spec prefixes whose value names model folders (comma-separated for ``ce:``).
 _FOLDER_SPECS = ("sft:", "ce:", "model:")
 #: The components each kind of system runs (RAG ranks its events with the retriever; CodeGen uses none).
@@ -104,15 +104,15 @@ def compare_systems(dataset_dir: Path, components: Mapping[str, str], backend: A
     ``components`` are the trained models as component specs (``ReleaseModels.specs()``: ``decomposer``
     ``sft:DIR``, ``retriever`` ``ce:EVENTS,PATTERNS``, ``extractor`` ``model:DIR``); ``backend`` is the LLM of
     ICL QUD, RAG and CodeGen, named ``llm_name`` (default: its ``name``). Each run goes to
-    ``out_dir/<system>/``; a system whose run is already there with the same :func:`run_key` (questions,
-    the specs of the components it runs, the weights of the model folders they name, LLM, RAG's top-N) is
-    read back, not run again: a retrained model in the same folder makes the systems that run it run again.
+    ``out_dir/<system>/``; its scores are a :func:`convohub.stages.stage` keyed by :func:`run_key` (questions,
+    the specs of the components it runs, the weights of the model folders they name, LLM, RAG's top-N), so a
+    finished run is read back, and a retrained model in the same folder makes the systems that run it run again.
     Returns ``{"split", "questions", "llm", "top_n", "rank_depth", "systems": {name: scores},
     "mcnemar": {baseline: test}}``.
     """
-    from convohub.hub import atomic_write_text, dump_json, read_json
     from convohub.reqap.components.build import describe_components
     from convohub.reqap.release.evaluation import compare_runs, evaluate
+    from convohub.stages import stage
 
     unknown = [s for s in systems if s not in SYSTEMS]
     if unknown or REFERENCE not in systems:
@@ -122,19 +122,18 @@ def compare_systems(dataset_dir: Path, components: Mapping[str, str], backend: A
     scores: dict[str, Any] = {}
     for name in systems:
         run = Path(out_dir) / name
-        done, key_file = run / "results.json", run / RUN_KEY_FILE
-        key = run_key(name, components, question_ids=wanted, llm_name=llm_name, top_n=top_n, split=split)
-        same = done.is_file() and key_file.is_file() and read_json(key_file) == key
-        results = read_json(done) if same else None
-        if results is None:
+
+        def score(name: str = name, run: Path = run) -> dict[str, Any]:
             kind, qud = SYSTEMS[name]
             answerer = _answerer(name, components, backend, Path(dataset_dir), top_n)
             describe = describe_components(kind, **_specs(name, components), llm=None if qud == "sft" else llm_name)
             results = evaluate(dataset_dir, split, kind, answerer, question_ids=wanted, attribution=False,
                                describe=describe, out_dir=run)
-            atomic_write_text(key_file, dump_json(key))
-        scores[name] = {k: results[k] for k in ("hit@1", "rlx_hit@1", "rlx_hit@1_20", "per_category", "counts",
-                                                "failures")}
+            return {k: results[k] for k in ("hit@1", "rlx_hit@1", "rlx_hit@1_20", "per_category", "counts",
+                                            "failures")}
+
+        key = run_key(name, components, question_ids=wanted, llm_name=llm_name, top_n=top_n, split=split)
+        scores[name] = stage(run, SCORES_STAGE, key, score)
     tests = {}
     for name in systems:
         if name != REFERENCE:
