@@ -183,7 +183,7 @@ def test_a_changed_recipe_reruns_its_step_and_the_later_ones(tmp_path: Path, mon
     recipe.write_text("learning_rate: 5.0e-5\n")
     assert main(["release", "--out", str(out)]) == 0
     assert calls == ["data", "fit", "card", "fit", "card"]
-    assert "train:fit: its input files changed since the last run" in capsys.readouterr().out
+    assert "train:fit: runs again: its input files changed since the last run" in capsys.readouterr().out
     recipe.unlink()
     assert main(["release", "--out", str(out)]) == 1
     assert f"reads {recipe}, which does not exist" in capsys.readouterr().err

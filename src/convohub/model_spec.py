@@ -247,8 +247,15 @@ def _step_name(spec: ModelSpec) -> str:
     return spec.name.replace("_", "-")
 
 
-def train_step(spec: ModelSpec, *, system: str, dataset: Callable[[Any], Path]) -> Step:
-    """Train with the profile's recipe into the system's scratch folder (``--max-train-steps`` applies)."""
+def _reads(dataset_reads: Sequence[str] | None, *names: str) -> tuple[str, ...] | None:
+    """A step's declared reads: ``names`` and what the dataset function reads (None when that is not known)."""
+    return None if dataset_reads is None else (*names, *dataset_reads)
+
+
+def train_step(spec: ModelSpec, *, system: str, dataset: Callable[[Any], Path],
+               dataset_reads: Sequence[str] | None = None) -> Step:
+    """Train with the profile's recipe into the system's scratch folder (``--max-train-steps`` applies).
+    ``dataset_reads``: the artifacts ``dataset(ctx)`` looks up (:attr:`convohub.registry.Step.reads`)."""
     from convohub.registry import Step
 
     def run(ctx: Any) -> dict[str, Any]:
@@ -259,11 +266,13 @@ def train_step(spec: ModelSpec, *, system: str, dataset: Callable[[Any], Path]) 
     def inputs(ctx: Any) -> list[Path]:
         return [spec.recipe(ctx.repo, ctx.profile), Path(ctx.repo) / spec.script]
 
-    return Step("train", _step_name(spec), run, inputs=inputs)
+    return Step("train", _step_name(spec), run, inputs=inputs, reads=_reads(dataset_reads))
 
 
-def evaluate_step(spec: ModelSpec, *, system: str, dataset: Callable[[Any], Path]) -> Step:
-    """Measure the trained folder with the spec's evaluation; the results go to ``<name>_eval.json``."""
+def evaluate_step(spec: ModelSpec, *, system: str, dataset: Callable[[Any], Path],
+                  dataset_reads: Sequence[str] | None = None) -> Step:
+    """Measure the trained folder (and the models of ``spec.uses``) with the spec's evaluation; the results go
+    to ``<name>_eval.json``."""
     from convohub.hub import atomic_write_text, dump_json
     from convohub.registry import Step
 
@@ -278,12 +287,15 @@ def evaluate_step(spec: ModelSpec, *, system: str, dataset: Callable[[Any], Path
         atomic_write_text(path, dump_json(results))
         return {spec.artifact("eval_path"): path, **{f"{spec.name}_{k}": results[k] for k in spec.headline}}
 
-    return Step("evaluate", f"{_step_name(spec)}-eval", run)
+    used = (spec.artifact("dir"), *(f"{n}_dir" for n in spec.uses))
+    return Step("evaluate", f"{_step_name(spec)}-eval", run, reads=_reads(dataset_reads, *used))
 
 
-def card_step(spec: ModelSpec, *, extra: Callable[[Any], Mapping[str, Any]] | None = None) -> Step:
+def card_step(spec: ModelSpec, *, extra: Callable[[Any], Mapping[str, Any]] | None = None,
+              extra_reads: Sequence[str] = ()) -> Step:
     """Publish the trained folder with a card carrying the evaluation step's results (merged with
-    ``extra(ctx)``: results a later step of the system measured, e.g. CRyCHIc's LLM baseline)."""
+    ``extra(ctx)``: results a later step of the system measured, e.g. CRyCHIc's LLM baseline, read from the
+    artifacts ``extra_reads``). The card's template is an input file: an edited template re-renders it."""
     from convohub.hub import read_json
     from convohub.registry import Step
 
@@ -294,10 +306,16 @@ def card_step(spec: ModelSpec, *, extra: Callable[[Any], Mapping[str, Any]] | No
         path = spec.publish(ctx.target, ctx.repo, ctx.profile, Path(ctx.artifacts[spec.artifact("dir")]), results)
         return {spec.artifact("card_dir"): path}
 
-    return Step("card", f"{_step_name(spec)}-card", run)
+    def inputs(ctx: Any) -> list[Path]:
+        return [Path(ctx.repo) / CARDS_DIR / f"{spec.template}.md"]
+
+    return Step("card", f"{_step_name(spec)}-card", run, inputs=inputs,
+                reads=(spec.artifact("eval_path"), spec.artifact("dir"), *extra_reads))
 
 
-def release_steps(spec: ModelSpec, *, system: str, dataset: Callable[[Any], Path]) -> tuple[Step, Step, Step]:
-    """The train -> evaluate -> card steps of a model; ``dataset(ctx)`` is the built dataset folder."""
-    return (train_step(spec, system=system, dataset=dataset), evaluate_step(spec, system=system, dataset=dataset),
-            card_step(spec))
+def release_steps(spec: ModelSpec, *, system: str, dataset: Callable[[Any], Path],
+                  dataset_reads: Sequence[str] | None = None) -> tuple[Step, Step, Step]:
+    """The train -> evaluate -> card steps of a model; ``dataset(ctx)`` is the built dataset folder, looked up
+    under the artifacts ``dataset_reads`` (None: not known, so the train and evaluate steps declare no reads)."""
+    return (train_step(spec, system=system, dataset=dataset, dataset_reads=dataset_reads),
+            evaluate_step(spec, system=system, dataset=dataset, dataset_reads=dataset_reads), card_step(spec))

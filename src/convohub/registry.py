@@ -56,12 +56,19 @@ class Step:
 
     ``inputs(ctx)``: the files whose content decides what the step produces (a training step's recipe and
     script); a re-run resumes the step only while they are unchanged, so an edited recipe retrains.
+
+    ``reads``: the artifacts (keys of ``ctx.artifacts``, from any system) the step reads. A finished step is
+    resumed unless one of them was produced afresh in this run, so retraining one model re-evaluates what uses
+    it and leaves the rest alone. ``None`` (the default) means it may read anything: it runs again once any
+    earlier step of its system has run. The release checks a declaration while the step runs: a step that
+    looks up an artifact it does not declare fails, naming it.
     """
 
     kind: str
     name: str
     run: Callable[[ReleaseContext], Mapping[str, Any]]
     inputs: Callable[[ReleaseContext], Sequence[Path]] | None = None
+    reads: tuple[str, ...] | None = None
 
     def __post_init__(self) -> None:
         if self.kind not in STEP_KINDS:

@@ -3,7 +3,9 @@
 Progress is printed per step, a summary table closes the run, and the first failing step stops its
 system with an error that names it (the CLI turns that into a non-zero exit). Finished steps are
 recorded in ``<out>/.convohub-work/<system>/progress.json`` together with a fingerprint of the run's
-settings, so a killed release resumes where it stopped; ``--force`` starts over.
+settings, so a killed release resumes where it stopped; ``--force`` starts over. A finished step runs again
+only when something it depends on changed: its input files, or an artifact it reads that a step produced
+again in this release (:attr:`convohub.registry.Step.reads`, checked while the step runs).
 """
 
 from __future__ import annotations
@@ -13,7 +15,8 @@ import json
 import sys
 import time
 import traceback
-from collections.abc import Mapping, Sequence
+from collections.abc import Iterator, Mapping, Sequence
+from contextlib import contextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -34,6 +37,41 @@ class StepFailed(RuntimeError):
         self.system, self.step, self.cause = system, step, cause
 
 
+class Artifacts(dict[str, Any]):
+    """``ctx.artifacts``: what finished steps produced (name -> path or value), a dict that can also note the
+    names a step looks up (``[]``, ``get``, ``in``), so the release can check the step's declared reads."""
+
+    def __init__(self, *args: Any, **kwargs: Any) -> None:
+        super().__init__(*args, **kwargs)
+        self._seen: set[str] | None = None
+
+    def _note(self, key: Any) -> None:
+        if self._seen is not None:
+            self._seen.add(str(key))
+
+    def __getitem__(self, key: str) -> Any:
+        self._note(key)
+        return super().__getitem__(key)
+
+    def get(self, key: str, default: Any = None) -> Any:  # type: ignore[override]
+        self._note(key)
+        return super().get(key, default)
+
+    def __contains__(self, key: object) -> bool:
+        self._note(key)
+        return super().__contains__(key)
+
+    @contextmanager
+    def recording(self) -> Iterator[set[str]]:
+        """The names looked up inside the ``with`` block."""
+        seen: set[str] = set()
+        self._seen = seen
+        try:
+            yield seen
+        finally:
+            self._seen = None
+
+
 @dataclass
 class ReleaseContext:
     """Everything a step needs: profile, where to write, scratch space, the LLM (if any), artifacts."""
@@ -49,10 +87,14 @@ class ReleaseContext:
     #: ``--max-train-steps N``: every training run stops after N optimiser steps (a smoke run of the whole
     #: pipeline; cards then report the steps actually run, not the recipe's)
     max_train_steps: int | None = None
-    artifacts: dict[str, Any] = field(default_factory=dict)
+    artifacts: Artifacts = field(default_factory=Artifacts)
+    #: names of the artifacts that steps which ran (not resumed) in this release produced, all systems together
+    fresh: set[str] = field(default_factory=set)
     _local_llm: Any = field(default=None, repr=False)
 
     def __post_init__(self) -> None:
+        if not isinstance(self.artifacts, Artifacts):
+            self.artifacts = Artifacts(self.artifacts)
         if self.profile not in PROFILES:
             raise ValueError(f"profile must be one of {PROFILES}, got {self.profile!r}")
         if self.max_train_steps is not None and self.max_train_steps < 1:
@@ -136,11 +178,38 @@ def _inputs_digest(step: Step, ctx: ReleaseContext) -> str | None:
     return digest.hexdigest()
 
 
+def _why_rerun(step: Step, prior: Mapping[str, Any], inputs: str | None, ctx: ReleaseContext,
+               ran: bool) -> str | None:
+    """Why a step an earlier run finished must run again (None: resume it)."""
+    if step.reads is None and ran:
+        return "an earlier step of its system ran in this release"
+    changed = sorted(k for k in step.reads or () if k in ctx.fresh)
+    if changed:
+        return f"it reads {', '.join(changed)}, produced again in this release"
+    if prior.get(INPUTS_KEY) != inputs:
+        return "its input files changed since the last run (or were not recorded)"
+    if not _artifacts_exist(prior):
+        return "an output of the last run is gone"
+    return None
+
+
+def _run_step(step: Step, ctx: ReleaseContext) -> dict[str, Any]:
+    """Run ``step``; a step with declared reads that looks up another artifact fails, naming it."""
+    with ctx.artifacts.recording() as seen:
+        produced = dict(step.run(ctx) or {})
+    undeclared = sorted(seen - set(step.reads)) if step.reads is not None else []
+    if undeclared:
+        raise RuntimeError(f"step {step.kind}:{step.name} read the artifacts {undeclared}, which its Step(reads=...) "
+                           "does not declare: add them, or a resumed release could keep its stale outputs")
+    return produced
+
+
 def run_system(system: System, ctx: ReleaseContext, *, force: bool = False) -> list[StepRecord]:
     """Run one system's steps in order, resuming finished ones; raise StepFailed on the first failure.
 
-    Once a step runs, every later step of the system runs too, even if an earlier run finished it: later
-    steps may read what it produced (a card reads the evaluations before it), so their old outputs are stale.
+    A finished step runs again when an artifact it reads was produced again in this release (steps that
+    declare no reads: when any earlier step of the system ran, since it may read what that step produced), when
+    its input files changed, or when an output of it is gone (:func:`_why_rerun`).
     """
     progress_path = ctx.scratch(system.name) / "progress.json"
     fingerprint = _fingerprint(ctx)
@@ -155,24 +224,25 @@ def run_system(system: System, ctx: ReleaseContext, *, force: bool = False) -> l
         except OSError as exc:
             records.append(StepRecord(system.name, key, "failed", 0.0, str(exc)))
             raise StepFailed(system.name, key, exc) from exc
-        if prior is not None and not ran and _artifacts_exist(prior) and prior.get(INPUTS_KEY) == inputs:
-            ctx.artifacts.update({k: v for k, v in prior.items() if k != INPUTS_KEY})
-            records.append(StepRecord(system.name, key, "resumed", 0.0))
-            print(f"  [{system.name}] {key}: resumed from a previous run", flush=True)
-            continue
-        if prior is not None and not ran and prior.get(INPUTS_KEY) != inputs:
-            print(f"  [{system.name}] {key}: its input files changed since the last run (or were not recorded)",
-                  flush=True)
+        if prior is not None:
+            why = _why_rerun(step, prior, inputs, ctx, ran)
+            if why is None:
+                ctx.artifacts.update({k: v for k, v in prior.items() if k != INPUTS_KEY})
+                records.append(StepRecord(system.name, key, "resumed", 0.0))
+                print(f"  [{system.name}] {key}: resumed from a previous run", flush=True)
+                continue
+            print(f"  [{system.name}] {key}: runs again: {why}", flush=True)
         print(f"  [{system.name}] {key} ...", flush=True)
         start = time.perf_counter()
         try:
-            produced = dict(step.run(ctx) or {})
+            produced = _run_step(step, ctx)
         except Exception as exc:  # noqa: BLE001 - every failure becomes a named step failure
             records.append(StepRecord(system.name, key, "failed", time.perf_counter() - start, str(exc)))
             traceback.print_exc(file=sys.stderr)
             raise StepFailed(system.name, key, exc) from exc
         ran = True
         ctx.artifacts.update(produced)
+        ctx.fresh.update(produced)
         done[key] = {k: str(v) for k, v in produced.items()} | ({INPUTS_KEY: inputs} if inputs else {})
         atomic_write_text(progress_path, dump_json({"fingerprint": fingerprint, "steps": done}))
         seconds = time.perf_counter() - start

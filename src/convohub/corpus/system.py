@@ -39,7 +39,8 @@ SYSTEM = System(
     title="WildChat-format corpus and chat LM",
     steps=(
         Step("build", DATASET_NAME, _step_build),
-        *release_steps(chat_lm.SPEC, system="corpus", dataset=lambda ctx: Path(ctx.artifacts["dataset_dir"])),
+        *release_steps(chat_lm.SPEC, system="corpus", dataset=lambda ctx: Path(ctx.artifacts["dataset_dir"]),
+                      dataset_reads=("dataset_dir",)),
         Step("space", SPACE_NAME, _step_space),
     ),
     datasets=(DatasetBuilder(DATASET_NAME, "WildChat-format conversations, PII-scrubbed, split by user",

@@ -58,6 +58,10 @@ def _step_training_data(ctx: Any) -> dict[str, Any]:
     return {"crychic_training_data_dir": build_release_training_data(ctx)}
 
 
+#: the artifacts :func:`_training_data_dir` looks up (in a release the training-data step always ran before)
+TRAINING_DATA_READS = ("crychic_training_data_dir",)
+
+
 def _training_data_dir(ctx: Any) -> Path:
     """The training-data folder the ``crychic-training-data`` step built (rebuilt, resumably, if absent)."""
     if "crychic_training_data_dir" in ctx.artifacts:
@@ -134,14 +138,14 @@ SYSTEM = System(
     steps=(
         Step("build", DATASET_NAME, _step_build),
         Step("build", "crychic-training-data", _step_training_data),
-        *release_steps(IFQC, system="crychic", dataset=_training_data_dir),
-        *release_steps(SIMPLIFIER, system="crychic", dataset=_training_data_dir),
+        *release_steps(IFQC, system="crychic", dataset=_training_data_dir, dataset_reads=TRAINING_DATA_READS),
+        *release_steps(SIMPLIFIER, system="crychic", dataset=_training_data_dir, dataset_reads=TRAINING_DATA_READS),
         # the judge trains on the training data; its evaluation also reconstructs WildChatTree's test split, and
         # its card carries the LLM baseline measured after it
-        train_step(JUDGE, system="crychic", dataset=_training_data_dir),
-        evaluate_step(JUDGE, system="crychic", dataset=_tree_dir),
+        train_step(JUDGE, system="crychic", dataset=_training_data_dir, dataset_reads=TRAINING_DATA_READS),
+        evaluate_step(JUDGE, system="crychic", dataset=_tree_dir, dataset_reads=("wildchat_tree_dir",)),
         Step("evaluate", "crychic-llm-baseline", _step_llm_baseline),
-        card_step(JUDGE, extra=_llm_baseline_results),
+        card_step(JUDGE, extra=_llm_baseline_results, extra_reads=(LLM_BASELINE_EVAL,)),
         Step("space", "crychic-space", _step_space),
     ),
     space="crychic",

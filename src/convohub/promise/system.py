@@ -34,6 +34,10 @@ def _step_build(ctx: Any) -> dict[str, Any]:
     return {"promise_dir": _build_dataset(ctx, None)}
 
 
+#: the artifacts :func:`_dataset_dir` looks up
+DATASET_READS = ("promise_dir",)
+
+
 def _dataset_dir(ctx: Any) -> Path:
     """The promise folder of this run, or of an earlier run into the same root; built if absent."""
     if "promise_dir" in ctx.artifacts:
@@ -90,9 +94,9 @@ SYSTEM = System(
     title="ProMISe: suggested-question dialogues, user-behaviour benchmark, user simulators",
     steps=(
         Step("build", DATASET_NAME, _step_build),
-        *release_steps(TASK1_ENCODER, system="promise", dataset=_dataset_dir),
-        *release_steps(TASK2_ENCODER, system="promise", dataset=_dataset_dir),
-        *release_steps(GENERATOR, system="promise", dataset=_dataset_dir),
+        *release_steps(TASK1_ENCODER, system="promise", dataset=_dataset_dir, dataset_reads=DATASET_READS),
+        *release_steps(TASK2_ENCODER, system="promise", dataset=_dataset_dir, dataset_reads=DATASET_READS),
+        *release_steps(GENERATOR, system="promise", dataset=_dataset_dir, dataset_reads=DATASET_READS),
         Step("space", "promise-space", _step_space),
     ),
     datasets=(DatasetBuilder(DATASET_NAME, "ProMISe dialogues with suggested questions, and the two user-behaviour "

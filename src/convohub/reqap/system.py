@@ -23,6 +23,10 @@ from convohub.reqap.release import extract, qud, retrieve
 MODELS = (extract.SPEC, retrieve.PATTERNS, retrieve.EVENTS, qud.SPEC)
 
 
+#: the artifacts :func:`_perqa_dir` looks up
+PERQA_READS = ("perqa_dir",)
+
+
 def _perqa_dir(ctx: Any) -> Path:
     """The PerQA folder of this run, or of an earlier run into the same root; built if absent."""
     if "perqa_dir" in ctx.artifacts:
@@ -68,11 +72,15 @@ def _end_to_end(ctx: Any) -> dict[str, Any]:
 def _steps() -> tuple[Step, ...]:
     """Each model's train -> evaluate -> card; the QUD card waits for the end-to-end comparison, which
     needs all four trained models."""
+    from convohub.reqap.release.models import chain_specs
+
     others = (spec for spec in MODELS if spec is not qud.SPEC)
-    return (*(step for spec in others for step in release_steps(spec, system="reqap", dataset=_perqa_dir)),
-            train_step(qud.SPEC, system="reqap", dataset=_perqa_dir),
-            evaluate_step(qud.SPEC, system="reqap", dataset=_perqa_dir),
-            Step("evaluate", "reqap-end-to-end", _step_end_to_end), card_step(qud.SPEC, extra=_end_to_end))
+    data = {"system": "reqap", "dataset": _perqa_dir, "dataset_reads": PERQA_READS}
+    chain = tuple(spec.artifact("dir") for spec in chain_specs().values())
+    return (*(step for spec in others for step in release_steps(spec, **data)),
+            train_step(qud.SPEC, **data), evaluate_step(qud.SPEC, **data),
+            Step("evaluate", "reqap-end-to-end", _step_end_to_end, reads=(*chain, *PERQA_READS)),
+            card_step(qud.SPEC, extra=_end_to_end, extra_reads=("reqap_end_to_end_path",)))
 
 
 def _step_space(ctx: Any) -> dict[str, Any]:

@@ -143,6 +143,10 @@ def _step_build(ctx: Any) -> dict[str, Any]:
     return {"wildfeedback_dir": _build_dataset(ctx, None)}
 
 
+#: the artifacts :func:`_dataset_dir` looks up
+DATASET_READS = ("wildfeedback_dir",)
+
+
 def _dataset_dir(ctx: Any) -> Path:
     """This run's dataset folder, or one an earlier run wrote into the same root (resume)."""
     if "wildfeedback_dir" in ctx.artifacts:
@@ -176,6 +180,22 @@ def _step_train(ctx: Any) -> dict[str, Any]:
     return {"wildfeedback_sft_dir": out / "sft", "wildfeedback_dpo_dir": dpo_dir}
 
 
+
+
+def _train_inputs(ctx: Any) -> list[Path]:
+    """The SFT and DPO recipes of the profile and their scripts: an edited one retrains."""
+    from convohub.wildfeedback.alignment import DPO_DIR, SFT_DIR, recipe_paths
+
+    repo = Path(ctx.repo)
+    return [*recipe_paths(repo, ctx.profile), repo / SFT_DIR / "train_wildfeedback_sft.py",
+            repo / DPO_DIR / "train_wildfeedback_dpo.py"]
+
+
+def _card_inputs(ctx: Any) -> list[Path]:
+    from convohub.model_spec import CARDS_DIR
+    from convohub.wildfeedback.alignment import SPEC
+
+    return [Path(ctx.repo) / CARDS_DIR / f"{SPEC.template}.md"]
 
 
 def _release_judge(ctx: Any) -> Any:
@@ -417,9 +437,11 @@ SYSTEM = System(
     title="WildFeedback: preference data from in-situ user feedback, SFT+DPO alignment, checklist judge",
     steps=(
         Step("build", "wildfeedback", _step_build),
-        Step("train", "wildfeedback-sft-dpo", _step_train),
-        Step("evaluate", "wildfeedback-checklist-judge", _step_evaluate),
-        Step("card", "wildfeedback-card", _step_card),
+        Step("train", "wildfeedback-sft-dpo", _step_train, inputs=_train_inputs, reads=DATASET_READS),
+        Step("evaluate", "wildfeedback-checklist-judge", _step_evaluate,
+             reads=("wildfeedback_sft_dir", "wildfeedback_dpo_dir", *DATASET_READS)),
+        Step("card", "wildfeedback-card", _step_card, inputs=_card_inputs,
+             reads=("wildfeedback_dpo_eval_path", "wildfeedback_dpo_dir")),
         Step("space", "wildfeedback-space", _step_space),
     ),
     datasets=(DatasetBuilder("wildfeedback", "WildFeedback preference pairs, SAT/DSAT annotations, user "
