@@ -45,7 +45,25 @@ def _extract(tmp: Path, profile: str) -> tuple[Path, dict[str, Any]]:
                                                  "max_events_per_source": 5, "seed": 0}}
     if tiny:
         results["exact_match_without_no_repeat"] = 0.3125
+    else:
+        results["before"] = {"exact_match": 0.125, "exact_match_value_outputs": 0.0, "exact_match_null_outputs": 0.25}
     return _folder(tmp, {"training_args.json": {"script": script, "training": {"seed": 0}, "model": {}}}), results
+
+
+def _extract_causal(tmp: Path, profile: str, model: str) -> tuple[Path, dict[str, Any]]:
+    """A causal EXTRACT run (SmolLM2 + LoRA, or the random plumbing model), measured beside its base."""
+    saved = {"script": {"architecture": "causal", "max_final_eval_pairs": 16},
+             "training": {"seed": 0, "per_device_train_batch_size": 8, "gradient_accumulation_steps": 1},
+             "model": {"model_name_or_path": model, "lora_r": 16, "lora_alpha": 32, "lora_target_modules": "all-linear"}}
+    record = {"steps": 24, "batch_size": 8, "lora": {"r": 16, "alpha": 32, "target_modules": "all-linear"}}
+    results: dict[str, Any] = {"split": "test", "pairs": 16, "exact_match": 0.625, "exact_match_null": 0.75,
+                               "exact_match_value_outputs": 0.5, "exact_match_null_outputs": 0.875,
+                               "no_repeat_ngram_size": 0, "references_blocked_by_no_repeat": 0,
+                               "before": {"exact_match": 0.0625, "exact_match_value_outputs": 0.0,
+                                          "exact_match_null_outputs": 0.125},
+                               "pair_settings": {"alias_weight": 0.2, "with_persona_names": False,
+                                                 "max_events_per_source": 5, "seed": 0}}
+    return _folder(tmp, {"training_args.json": saved, "train_results.json": record}), results
 
 
 def _retrieve(tmp: Path, profile: str, task: str) -> tuple[Path, dict[str, Any]]:
@@ -252,6 +270,8 @@ CASES = {
     ("aqa_causal_lm", "tiny", ""): _aqa_causal_lm, ("aqa_causal_lm", "paper", ""): _aqa_causal_lm,
     ("chat_lm", "tiny", ""): _chat_lm, ("chat_lm", "paper", ""): _chat_lm,
     ("reqap_extract", "tiny", ""): _extract, ("reqap_extract", "paper", ""): _extract,
+    ("reqap_extract", "tiny", "smollm2"): lambda t, p: _extract_causal(t, p, "smollm2"),
+    ("reqap_extract", "tiny", "random"): lambda t, p: _extract_causal(t, p, "convohub-tiny:causal"),
     ("reqap_retrieve_patterns", "tiny", ""): lambda t, p: _retrieve(t, p, "patterns"),
     ("reqap_retrieve_patterns", "paper", ""): lambda t, p: _retrieve(t, p, "patterns"),
     ("reqap_retrieve_events", "tiny", ""): lambda t, p: _retrieve(t, p, "events"),

@@ -29,7 +29,7 @@ from convohub.tiny import tiny_model
 ROOT = Path(__file__).resolve().parents[1]
 TV_HOURS = "How many hours have I spent watching TV series altogether?"
 TINY_REPOS = {"reqap-qud-tiny": "causal", "reqap-retrieve-events-tiny": "cross-encoder-2",
-              "reqap-retrieve-patterns-tiny": "cross-encoder-3", "reqap-extract-tiny": "seq2seq"}
+              "reqap-retrieve-patterns-tiny": "cross-encoder-3", "reqap-extract-tiny": "causal"}
 
 
 @pytest.fixture(scope="module")

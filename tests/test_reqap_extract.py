@@ -164,7 +164,7 @@ def test_tiny_training_end_to_end(dataset_dir, tmp_path) -> None:
     out = tmp_path / "model"
     script = load_script(SCRIPT)
     results = script.main([
-        "--config", str(ROOT / "training" / "reqap_extract" / "tiny.yaml"),
+        "--config", str(ROOT / "training" / "reqap_extract" / "tiny_bart.yaml"),
         "--dataset_path", str(dataset_dir),
         "--output_dir", str(out), "--max_train_pairs", "256", "--max_eval_pairs", "64",
         "--max_final_eval_pairs", "16", "--num_train_epochs", "1", "--tokenizer_vocab_size", "512",
@@ -190,6 +190,45 @@ def test_tiny_training_end_to_end(dataset_dir, tmp_path) -> None:
     card = (card_dir / "README.md").read_text()
     assert "exact_match" in card and "christmann2025reqap" in card and "license: mit" in card
     assert not (card_dir / "eval_results.json").exists()
+
+
+def test_causal_training_end_to_end(dataset_dir, tmp_path) -> None:
+    """The causal variant (the SmolLM2 recipe on a random 2-layer plumbing model): chats in, a merged causal
+    model out, measured held-out and on test beside its base, published with the causal usage and base."""
+    from convohub.cli import load_script
+    from convohub.reqap.components.extract import ModelExtractor, is_causal, load_extract_model
+    from convohub.reqap.release import extract as release
+
+    out = tmp_path / "model"
+    results = load_script(SCRIPT).main([
+        "--config", str(ROOT / "training" / "reqap_extract" / "tiny.yaml"),
+        "--model_name_or_path", "convohub-tiny:causal", "--dataset_path", str(dataset_dir),
+        "--output_dir", str(out), "--max_train_pairs", "64", "--max_eval_pairs", "32",
+        "--max_final_eval_pairs", "8", "--max_steps", "2", "--max_events_per_source", "5",
+        "--max_target_length", "8"])
+    assert results["pairs"] == 8 and results["steps"] == 2 and results["train_pairs"] == 64
+    assert 0 < results["train_chats"] <= 64  # alias pairs kept at their weight's rate
+    saved = json.loads((out / "eval_results.json").read_text())
+    assert saved["exact_match"] == results["exact_match"] and saved["no_repeat_ngram_size"] == 0
+    record = json.loads((out / "train_results.json").read_text())
+    assert record["architecture"] == "causal" and record["method"] == "lora" and record["steps"] == 2
+    tokenizer, model = load_extract_model(out)
+    assert is_causal(model) and not (out / "adapter_config.json").exists()  # the adapter is merged
+
+    evaluated = release.evaluate(out, dataset_dir, "test", max_pairs=4)
+    assert evaluated["pairs"] == 4 and set(evaluated["before"]) == {
+        "exact_match", "exact_match_value_outputs", "exact_match_null_outputs"}
+    default = release.evaluate(out, dataset_dir, "test")  # default: the run's own max_final_eval_pairs
+    assert default["pairs"] == 8
+    card_dir = release.SPEC.publish(HubTarget(tmp_path / "hub"), ROOT, "tiny", out, evaluated)
+    card = (card_dir / "README.md").read_text()
+    assert "AutoModelForCausalLM" in card and "extraction_messages" in card and "randomly initialised tiny causal" in card
+    assert f"exact match {evaluated['before']['exact_match']} on the same pairs" in card
+    assert "pipeline_tag: text-generation" in card and "no_repeat_ngram_size" not in card.split("## Training")[0]
+
+    extractor = ModelExtractor(out, max_new_tokens=4)
+    event = {"start_date": "2024-07-01", "start_time": "10:00:00", "event": "played a song", "song_name": "X"}
+    assert len(extractor.extract([event, event], "song_name")) == 2
 
 
 def test_script_help() -> None:

@@ -1,17 +1,30 @@
-"""Fine-tune ReQAP's EXTRACT model: a seq2seq model that reads one attribute value off one event.
+"""Fine-tune ReQAP's EXTRACT model: a model that reads one attribute value off one event.
 
 Input ``"Attribute: {key}, Event: {key: json(value) lines}"``, output the value or ``null``. Training pairs
 are derived from a built PerQA dataset by :mod:`convohub.reqap.data.extract` (train personas -> train
-pairs, dev personas -> held-out pairs; positives, null negatives, key aliases with weight 0.2). The loss
-weights each pair (:class:`convohub.reqap.release.extract.WeightedSeq2SeqTrainer`). After training the
-held-out exact match (greedy decoding) is measured and written to ``<output_dir>/eval_results.json``; the
-resolved arguments (recipe + CLI overrides) to ``<output_dir>/training_args.json``, which evaluation reads.
+pairs, dev personas -> held-out pairs; positives, null negatives, key aliases with weight 0.2). After
+training the held-out exact match (greedy decoding) is measured and written to
+``<output_dir>/eval_results.json``; the resolved arguments (recipe + CLI overrides) to
+``<output_dir>/training_args.json``, which evaluation reads.
 
-Offline (CPU, about a minute): a BART of 2+2 layers built from scratch whose BPE tokenizer is trained on the
-generated pairs (``convohub-tiny:seq2seq`` + ``train_tokenizer_on_data: true``):
+Two architectures, chosen by the recipe's ``architecture`` (or ``--architecture``):
+
+* ``seq2seq`` (the paper: BART, T5): the loss weights each pair
+  (:class:`convohub.reqap.release.extract.WeightedSeq2SeqTrainer`); trainer arguments are
+  Seq2SeqTrainingArguments.
+* ``causal`` (the offline profile: SmolLM2-135M-Instruct with LoRA): each pair is a prompt/completion chat
+  (:func:`convohub.reqap.components.extract.extraction_messages`, loss on the value only), alias pairs kept
+  at their weight's rate, trained by trl's ``SFTTrainer`` through :func:`convohub.training.chat_sft.train_chats`
+  (SFTConfig and ModelConfig arguments, LoRA merged into the saved weights)::
+
+    convohub train training/reqap_extract/tiny.yaml --dataset_path /tmp/hub/datasets/convohub/perqa
+
+A plumbing recipe with no pretrained base (CPU, about a minute): a BART of 2+2 layers built from scratch whose
+BPE tokenizer is trained on the generated pairs (``convohub-tiny:seq2seq`` + ``train_tokenizer_on_data:
+true``):
 
     convohub datasets build perqa --out /tmp/hub      # or any folder holding the perqa dataset
-    convohub train training/reqap_extract/tiny.yaml --dataset_path /tmp/hub/datasets/convohub/perqa
+    convohub train training/reqap_extract/tiny_bart.yaml --dataset_path /tmp/hub/datasets/convohub/perqa
 
 Paper scale (facebook/bart-base, 3 epochs, lr 1e-4, batch 16 x accumulation 8, weight decay 0.01, max
 length 512, best checkpoint by held-out exact match, greedy decoding with no_repeat_ngram_size 3):
@@ -42,13 +55,33 @@ from convohub.hub import atomic_write_text, dump_json
 
 
 @dataclass
-class ExtractArguments:
-    """Data, model and decoding arguments of this script (trainer arguments: Seq2SeqTrainingArguments)."""
+class ExtractDataArguments:
+    """Pair derivation, lengths and the held-out measurement: what the seq2seq and the causal recipes share."""
 
+    architecture: str = field(default="seq2seq", metadata={
+        "help": "seq2seq (BART, T5: the paper; Seq2SeqTrainingArguments) or causal (a chat LM such as smollm2, "
+                "fine-tuned on the pairs as chats; trl's SFTConfig and ModelConfig, LoRA included)"})
     dataset_path: str = field(default="convohub/perqa",
                               metadata={"help": "PerQA dataset repo id or local folder (built by convohub)"})
     train_split: str = field(default="train")
     eval_split: str = field(default="dev")
+    max_train_pairs: int = field(default=100_000, metadata={"help": "cap on training pairs (seeded sample)"})
+    max_eval_pairs: int = field(default=10_000, metadata={"help": "cap on held-out pairs (seeded sample)"})
+    max_events_per_source: int | None = field(default=None, metadata={
+        "help": "keep at most this many events per persona and source (None: all)"})
+    max_final_eval_pairs: int | None = field(default=1000, metadata={
+        "help": "held-out pairs for the final exact match written to eval_results.json"})
+    alias_weight: float = field(default=0.2, metadata={
+        "help": "weight of key-alias pairs: their loss weight (seq2seq), the share of them kept (causal)"})
+    with_persona_names: bool = field(default=False, metadata={"help": "append the persona's names to inputs"})
+    max_source_length: int = field(default=512, metadata={"help": "longest input in tokens"})
+    max_target_length: int = field(default=64, metadata={"help": "longest value in tokens (new tokens generated)"})
+
+
+@dataclass
+class ExtractArguments(ExtractDataArguments):
+    """The seq2seq model's arguments (trainer arguments: Seq2SeqTrainingArguments)."""
+
     model_name_or_path: str = field(default="facebook/bart-base",
                                     metadata={"help": "Hub id, local folder or convohub-tiny:seq2seq"})
     train_tokenizer_on_data: bool = field(default=False, metadata={
@@ -56,26 +89,89 @@ class ExtractArguments:
     tokenizer_vocab_size: int = field(default=2048, metadata={"help": "vocabulary of the tiny tokenizer"})
     tiny_d_model: int = field(default=64, metadata={"help": "width of the data-built tiny BART"})
     tiny_layers: int = field(default=2, metadata={"help": "encoder and decoder layers of the tiny BART"})
-    max_train_pairs: int = field(default=100_000, metadata={"help": "cap on training pairs (seeded sample)"})
-    max_eval_pairs: int = field(default=10_000, metadata={"help": "cap on held-out pairs (seeded sample)"})
-    max_events_per_source: int | None = field(default=None, metadata={
-        "help": "keep at most this many events per persona and source (None: all)"})
-    max_final_eval_pairs: int | None = field(default=1000, metadata={
-        "help": "held-out pairs for the final exact match written to eval_results.json"})
-    alias_weight: float = field(default=0.2, metadata={"help": "loss weight of key-alias pairs"})
     use_sample_weights: bool = field(default=True, metadata={"help": "weight the loss per pair (aliases)"})
-    with_persona_names: bool = field(default=False, metadata={"help": "append the persona's names to inputs"})
-    max_source_length: int = field(default=512)
-    max_target_length: int = field(default=64)
     no_repeat_ngram_size: int = field(default=3, metadata={"help": "decoding n-gram ban (saved)"})
 
 
-def make_parser() -> Any:
-    """The script's parser: (script args, Seq2SeqTrainingArguments), recipes parsed strictly."""
-    from transformers import Seq2SeqTrainingArguments
+ARCHITECTURES = ("seq2seq", "causal")
+
+
+def architecture(argv: Sequence[str] | None) -> str:
+    """The run's architecture: ``--architecture`` on the command line, else the recipe's, else seq2seq."""
+    import argparse
+    import sys
+
+    import yaml
+
+    pre = argparse.ArgumentParser(add_help=False)
+    pre.add_argument("--config")
+    pre.add_argument("--architecture")
+    known, _ = pre.parse_known_args(list(argv) if argv is not None else sys.argv[1:])
+    chosen = known.architecture
+    if chosen is None and known.config:
+        chosen = (yaml.safe_load(Path(known.config).read_text(encoding="utf-8")) or {}).get("architecture")
+    chosen = chosen or "seq2seq"
+    if chosen not in ARCHITECTURES:
+        raise ValueError(f"architecture must be one of {ARCHITECTURES}, got {chosen!r}")
+    return chosen
+
+
+def make_parser(arch: str = "seq2seq") -> Any:
+    """The script's parser, recipes parsed strictly: seq2seq (script args, Seq2SeqTrainingArguments) or causal
+    (data args, trl's SFTConfig, ModelConfig)."""
     from trl import TrlParser
 
+    if arch == "causal":
+        from trl import ModelConfig, SFTConfig
+
+        return TrlParser((ExtractDataArguments, SFTConfig, ModelConfig))
+    from transformers import Seq2SeqTrainingArguments
+
     return TrlParser((ExtractArguments, Seq2SeqTrainingArguments))
+
+
+def derive_pairs(args: ExtractDataArguments, seed: int) -> tuple[list[Any], list[Any]]:
+    """(train pairs of the train personas, held-out pairs of the eval personas), with the recipe's settings."""
+    from convohub.reqap.data.extract import PairConfig, pairs_from_dataset
+
+    config = PairConfig(seed=seed, alias_weight=args.alias_weight, with_persona_names=args.with_persona_names,
+                        max_events_per_source=args.max_events_per_source)
+    train_pairs = pairs_from_dataset(args.dataset_path, args.train_split, config, args.max_train_pairs)
+    eval_pairs = pairs_from_dataset(args.dataset_path, args.eval_split, config, args.max_eval_pairs)
+    print(f"pairs: {len(train_pairs)} train, {len(eval_pairs)} held-out ({args.eval_split})")
+    return train_pairs, eval_pairs
+
+
+def main_causal(argv: Sequence[str] | None = None) -> dict[str, Any]:
+    """The causal variant: the pairs as prompt/completion chats (loss on the value only; alias pairs kept at
+    their weight's rate, since trl's SFT has no per-example weight), LoRA SFT through
+    :func:`convohub.training.chat_sft.train_chats`, then the held-out exact match of the merged model."""
+    import datasets
+
+    from convohub.reqap.components.extract import load_extract_model
+    from convohub.reqap.release.extract import causal_rows, exact_match, select_eval_pairs, summarise
+    from convohub.training.chat_sft import train_chats
+
+    args, training_args, model_args = make_parser("causal").parse_args_and_config(
+        list(argv) if argv is not None else None, fail_with_unknown_args=True)
+    out = Path(training_args.output_dir)
+    train_pairs, eval_pairs = derive_pairs(args, training_args.seed)
+    rows = causal_rows(train_pairs, args.alias_weight, training_args.seed)
+    run = train_chats(datasets.Dataset.from_list(rows), args, training_args, model_args,
+                      record={"architecture": "causal", "train_pairs": len(train_pairs), "train_chats": len(rows)},
+                      push_dataset=args.dataset_path)
+    tokenizer, model = load_extract_model(out)
+    final = select_eval_pairs(eval_pairs, args.max_final_eval_pairs, training_args.seed)
+    results: dict[str, Any] = {"split": args.eval_split, **exact_match(
+        model, tokenizer, final, batch_size=training_args.per_device_eval_batch_size,
+        max_source_length=args.max_source_length, max_new_tokens=args.max_target_length)}
+    results |= {"train_loss": run["train_loss"], "train_pairs": len(train_pairs), "train_chats": len(rows),
+                "train_seconds": run["train_seconds"], "epochs": run["epochs"], "steps": run["steps"],
+                "base_model": model_args.model_name_or_path}
+    if training_args.process_index == 0:
+        atomic_write_text(out / "eval_results.json", dump_json(results))
+    print(summarise(results))
+    return results
 
 
 def build_model(args: ExtractArguments, texts: Sequence[str], out_dir: Path, seed: int) -> str:
@@ -94,10 +190,11 @@ def build_model(args: ExtractArguments, texts: Sequence[str], out_dir: Path, see
 
 def main(argv: Sequence[str] | None = None) -> dict[str, Any]:
     """Derive pairs, train, save, measure held-out exact match. Returns the eval results."""
+    if architecture(argv) == "causal":
+        return main_causal(argv)
     import torch
     from transformers import AutoModelForSeq2SeqLM, AutoTokenizer
 
-    from convohub.reqap.data.extract import PairConfig, pairs_from_dataset
     from convohub.reqap.release.extract import (
         WeightedCollator,
         exact_match,
@@ -116,12 +213,7 @@ def main(argv: Sequence[str] | None = None) -> dict[str, Any]:
     out = Path(training_args.output_dir)
 
     # 1. pairs: train personas -> train pairs, held-out personas -> eval pairs
-    config = PairConfig(seed=training_args.seed, alias_weight=args.alias_weight,
-                        with_persona_names=args.with_persona_names,
-                        max_events_per_source=args.max_events_per_source)
-    train_pairs = pairs_from_dataset(args.dataset_path, args.train_split, config, args.max_train_pairs)
-    eval_pairs = pairs_from_dataset(args.dataset_path, args.eval_split, config, args.max_eval_pairs)
-    print(f"pairs: {len(train_pairs)} train, {len(eval_pairs)} held-out ({args.eval_split})")
+    train_pairs, eval_pairs = derive_pairs(args, training_args.seed)
 
     # 2. model and tokenizer
     sample = select_eval_pairs(train_pairs, 20_000, training_args.seed)  # tokenizer training texts

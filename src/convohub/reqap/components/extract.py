@@ -14,7 +14,9 @@ None (protocol: :class:`convohub.reqap.engine.protocols.Extractor`); the engine 
 The model's format is defined here once, for inference and for the training pairs
 (:mod:`convohub.reqap.data.extract`): input :func:`extraction_input` (``Attribute: {key}, Event: {key:
 json(value) lines}``, plus the persona's names when known), output a short value or ``null``
-(:data:`NULL`), read back by :func:`convert_value`; :func:`generate_values` decodes greedily in batches.
+(:data:`NULL`), read back by :func:`convert_value`; :func:`generate_values` decodes greedily in batches. A
+seq2seq model (the paper's BART) reads the input text as it is; a causal one (SmolLM2 with LoRA, the offline
+profile) reads it as the user's turn of a chat (:func:`extraction_messages`) and answers as the assistant.
 """
 
 from __future__ import annotations
@@ -31,7 +33,8 @@ from convohub.reqap.engine.convert import is_null
 
 __all__ = [
     "DEFAULT_ALIASES", "DirectExtractor", "FrozenMappingExtractor", "ModelExtractor", "convert_value",
-    "extraction_input", "generate_values", "model_attributes", "normalise", "persona_names", "verbalise"
+    "extraction_input", "extraction_messages", "generate_values", "is_causal", "load_extract_model",
+    "model_attributes", "normalise", "persona_names", "verbalise"
 ]
 
 #: convohub's small alias table for keys the paper's example trees ask for but PerQA events name
@@ -219,22 +222,61 @@ def normalise(text: str) -> str:
     return " ".join(str(text).split())
 
 
+def extraction_messages(text: str) -> list[dict[str, str]]:
+    """The chat a causal EXTRACT model reads: the :func:`extraction_input` text as the user's turn (the chat
+    template adds its own system prompt), answered by the value or ``null``. Training and inference share it."""
+    return [{"role": "user", "content": text}]
+
+
+def is_causal(model: Any) -> bool:
+    """A decoder-only EXTRACT model (SmolLM2 and LoRA, read through its chat template), not a seq2seq one."""
+    return not bool(getattr(model.config, "is_encoder_decoder", False))
+
+
+def load_extract_model(model_dir: str | Path, *, causal: bool | None = None) -> tuple[Any, Any]:
+    """``(tokenizer, model)`` of a trained EXTRACT folder (or a base model's Hub id), seq2seq (BART, T5) or causal
+    (``None``: as its config says), in eval mode."""
+    from transformers import AutoConfig, AutoModelForCausalLM, AutoModelForSeq2SeqLM, AutoTokenizer
+
+    if Path(model_dir).exists() and not (Path(model_dir) / "config.json").is_file():
+        raise FileNotFoundError(f"{model_dir}: not a model folder (no config.json); give the output folder of "
+                                "training/reqap_extract")
+    if causal is None:
+        causal = not bool(getattr(AutoConfig.from_pretrained(str(model_dir)), "is_encoder_decoder", False))
+    model_class = AutoModelForCausalLM if causal else AutoModelForSeq2SeqLM
+    return AutoTokenizer.from_pretrained(str(model_dir)), model_class.from_pretrained(str(model_dir)).eval()
+
+
 def generate_values(model: Any, tokenizer: Any, inputs: Sequence[str], *, batch_size: int = 32,
                     max_source_length: int = 512, max_new_tokens: int = 64,
                     no_repeat_ngram_size: int | None = None) -> list[str]:
-    """Greedy decoding of many inputs (``no_repeat_ngram_size=None``: the model's generation config)."""
+    """Greedy decoding of many inputs (``no_repeat_ngram_size=None``: the model's generation config). A causal
+    model reads each input as :func:`extraction_messages` through its chat template, left-padded, and only
+    its new tokens are decoded."""
     import torch
 
     model.eval()
     kwargs: dict[str, Any] = {"do_sample": False, "num_beams": 1, "max_new_tokens": max_new_tokens}
     if no_repeat_ngram_size is not None:
         kwargs["no_repeat_ngram_size"] = no_repeat_ngram_size
+    causal = is_causal(model)
+    if causal:
+        tokenizer.padding_side = "left"
+        if tokenizer.pad_token is None:
+            tokenizer.pad_token = tokenizer.eos_token
+        kwargs["pad_token_id"] = tokenizer.pad_token_id
     out: list[str] = []
     for start in range(0, len(inputs), batch_size):
-        batch = tokenizer(list(inputs[start:start + batch_size]), return_tensors="pt", padding=True,
-                          truncation=True, max_length=max_source_length)
+        texts = list(inputs[start:start + batch_size])
+        if causal:
+            texts = [tokenizer.apply_chat_template(extraction_messages(t), tokenize=False, add_generation_prompt=True)
+                     for t in texts]
+        batch = tokenizer(texts, return_tensors="pt", padding=True, truncation=True, max_length=max_source_length,
+                          **({"add_special_tokens": False} if causal else {}))
         with torch.no_grad():
             ids = model.generate(**batch, **kwargs)
+        if causal:
+            ids = ids[:, batch["input_ids"].shape[1]:]
         out += [normalise(t) for t in tokenizer.batch_decode(ids, skip_special_tokens=True)]
     return out
 
@@ -267,14 +309,11 @@ class ModelExtractor:
 
     def __init__(self, model_dir: str | Path, *, max_source_length: int = 512, max_new_tokens: int = 64,
                  window: int = 50, share: float = 0.7, batch_size: int = 32) -> None:
-        from transformers import AutoModelForSeq2SeqLM, AutoTokenizer
-
         self.model_dir = Path(model_dir)
         if not (self.model_dir / "config.json").is_file():
             raise FileNotFoundError(f"{self.model_dir}: not a model folder (no config.json); give the output "
                                     "folder of training/reqap_extract")
-        self.tokenizer = AutoTokenizer.from_pretrained(self.model_dir)
-        self.model = AutoModelForSeq2SeqLM.from_pretrained(self.model_dir)
+        self.tokenizer, self.model = load_extract_model(self.model_dir)
         self.max_source_length = max_source_length
         self.max_new_tokens = max_new_tokens
         self.batch_size = batch_size

@@ -158,6 +158,19 @@ def exact_match(model: Any, tokenizer: Any, pairs: Sequence[ExtractPair], *, bat
     return results
 
 
+def causal_rows(pairs: Sequence[ExtractPair], alias_weight: float, seed: int) -> list[dict[str, Any]]:
+    """The causal variant's training chats (prompt/completion, :func:`extraction_messages`): every pair but the
+    key aliases, and a seeded ``alias_weight`` share of those -- trl's SFT has no per-example loss weight, so
+    aliases count at their weight by how often they appear instead."""
+    from convohub.perqa.vocab import derive_rng
+    from convohub.reqap.components.extract import extraction_messages
+
+    rng = derive_rng(seed, "extract-aliases", len(pairs))
+    kept = [p for p in pairs if p.kind != "alias" or rng.random() < alias_weight]
+    return [{"prompt": extraction_messages(p.input), "completion": [{"role": "assistant", "content": p.output}]}
+            for p in kept]
+
+
 def select_eval_pairs(pairs: Sequence[ExtractPair], limit: int | None, seed: int) -> list[ExtractPair]:
     """A seeded, order-keeping sample of at most ``limit`` held-out pairs (all of them for None)."""
     if limit is None or len(pairs) <= limit:
@@ -178,28 +191,30 @@ def summarise(results: Mapping[str, Any]) -> str:
 DATASET_REPO = "perqa"
 
 
-def evaluate(model_dir: Path, dataset_dir: Path, split: str = "test", *, max_pairs: int | None = 1000,
+def evaluate(model_dir: Path, dataset_dir: Path, split: str = "test", *, max_pairs: int | None = None,
              seed: int | None = None) -> dict[str, Any]:
     """Greedy exact match of the trained model on held-out pairs of ``split`` (personas unseen in training).
 
     Pairs are derived like the training run's (its saved pair settings and seed; ``seed`` overrides the
-    seed), then a seeded sample of ``max_pairs`` is scored; per-kind exact match and the effect of the saved
-    ``no_repeat_ngram_size`` (how many references it blocks, exact match without it) are included.
+    seed), then a seeded sample of ``max_pairs`` (default: the run's own ``max_final_eval_pairs``) is scored;
+    per-kind exact match and the effect of the saved ``no_repeat_ngram_size`` (how many references it blocks,
+    exact match without it) are included. The model the run started from is measured on the same pairs too
+    (``before``), unless it was a BART built from scratch for the run.
     """
-    from transformers import AutoModelForSeq2SeqLM, AutoTokenizer
-
+    from convohub.reqap.components.extract import is_causal, load_extract_model
     from convohub.reqap.data.extract import PairConfig, pairs_from_dataset
     from convohub.training.runs import saved_arguments
 
     arguments = saved_arguments(model_dir)
     settings = arguments["script"]
     seed = int(arguments["training"]["seed"]) if seed is None else seed
+    if max_pairs is None:
+        max_pairs = settings.get("max_final_eval_pairs")
     config = PairConfig(seed=seed, alias_weight=float(settings["alias_weight"]),
                         with_persona_names=bool(settings["with_persona_names"]),
                         max_events_per_source=settings["max_events_per_source"])
     pairs = select_eval_pairs(pairs_from_dataset(dataset_dir, split, config), max_pairs, seed)
-    tokenizer = AutoTokenizer.from_pretrained(model_dir)
-    model = AutoModelForSeq2SeqLM.from_pretrained(model_dir)
+    tokenizer, model = load_extract_model(model_dir)
     kw = {"max_source_length": int(settings["max_source_length"]),
           "max_new_tokens": int(settings["max_target_length"])}
     results: dict[str, Any] = {"split": split, **exact_match(model, tokenizer, pairs, **kw),
@@ -210,40 +225,87 @@ def evaluate(model_dir: Path, dataset_dir: Path, split: str = "test", *, max_pai
     if results["no_repeat_ngram_size"] > 0:
         without = exact_match(model, tokenizer, pairs, no_repeat_ngram_size=0, **kw)
         results["exact_match_without_no_repeat"] = without["exact_match"]
+    base = _base_model(arguments)
+    if base is not None:  # the model the run started from, on the same pairs with the same decoding
+        from convohub.training.models import resolve_model
+
+        base_tokenizer, base_model = load_extract_model(resolve_model(base), causal=is_causal(model))
+        measured = exact_match(base_model, base_tokenizer, pairs, **kw)
+        results["before"] = {k: measured[k] for k in ("exact_match", "exact_match_value_outputs",
+                                                      "exact_match_null_outputs")}
     return results
 
 
+def _base_model(arguments: Mapping[str, Any]) -> str | None:
+    """The recipe's name of the model a run started from (None: a BART built from scratch for the run)."""
+    settings = arguments["script"]
+    if settings.get("architecture", "seq2seq") == "causal":
+        return str(arguments["model"]["model_name_or_path"])
+    return None if settings.get("train_tokenizer_on_data") else str(settings["model_name_or_path"])
+
+
+def _base_description(model_dir: Path, saved: Mapping[str, Any]) -> tuple[str | None, dict[str, Any]]:
+    """(the card's ``base_model`` metadata, the template values naming the base) of a run's saved arguments."""
+    from convohub.hub import read_json
+    from convohub.training.chat_sft import TRAINING_RECORD_FILE
+    from convohub.training.models import TINY_PREFIX, hub_id
+
+    settings = saved["script"]
+    if settings.get("architecture", "seq2seq") == "causal":
+        name, record = str(saved["model"]["model_name_or_path"]), read_json(Path(model_dir) / TRAINING_RECORD_FILE)
+        values = {"base_note": block(name.startswith(TINY_PREFIX), "tiny_causal_base", "causal_base"),
+                  "base_model": hub_id(name) or name, "steps": record["steps"], "batch_size": record["batch_size"],
+                  **{f"lora_{k}": (record.get("lora") or {}).get(k) for k in ("r", "alpha", "target_modules")}}
+        return (None if name.startswith(TINY_PREFIX) else hub_id(name) or name), values
+    random_base = bool(settings.get("train_tokenizer_on_data"))
+    base_model = str(settings["model_name_or_path"])
+    values = {"base_note": block(random_base, "tiny_base", "named_base"), "base_model": base_model,
+              "tiny_layers": settings.get("tiny_layers"), "tiny_d_model": settings.get("tiny_d_model"),
+              "steps": None}
+    return (None if random_base else base_model), values
+
+
 def card_values(card: CardInput) -> CardValues:
-    """The card's metadata and values: the measured exact match, and the base the run's saved arguments name."""
+    """The card's metadata and values: the measured exact match (and the base model's, when it has one), and the
+    base the run's saved arguments name."""
     from huggingface_hub import EvalResult
 
     from convohub.training.runs import saved_arguments
 
-    settings, results = saved_arguments(card.model_dir)["script"], card.results
-    random_base = bool(settings.get("train_tokenizer_on_data"))
-    base_model = str(settings["model_name_or_path"])
+    saved, results = saved_arguments(card.model_dir), card.results
+    causal = saved["script"].get("architecture", "seq2seq") == "causal"
+    base_model, base_values = _base_description(card.model_dir, saved)
     kinds = sorted(k.removeprefix("exact_match_") for k in results
                    if k.startswith("exact_match_") and k != "exact_match_without_no_repeat")
+    task = "text-generation" if causal else "text2text-generation"
     info = ModelCardInfo(
-        license="mit",
-        pipeline_tag="text2text-generation",
-        base_model=None if random_base else base_model,
+        license="apache-2.0" if causal and base_model else "mit",  # SmolLM2 is Apache-2.0
+        pipeline_tag=task,
+        base_model=base_model,
         datasets=(card.dataset_id,),
-        tags=("convohub", "reqap", "perqa", "attribute-extraction", "seq2seq"),
-        results=(EvalResult(task_type="text2text-generation", dataset_name=DATASET_REPO, dataset_type=card.dataset_id,
+        tags=("convohub", "reqap", "perqa", "attribute-extraction",
+              *(("lora", "smollm2") if causal else ("seq2seq",))),
+        results=(EvalResult(task_type=task, dataset_name=DATASET_REPO, dataset_type=card.dataset_id,
                             dataset_config="observable_events", dataset_split=results["split"],
                             metric_type="exact_match", metric_name="Exact match",
                             metric_value=results["exact_match"]),),
     )
+    before = results.get("before")
     values = {
-        "base_note": block(random_base, "tiny_base", "named_base"), "base_model": base_model,
-        "tiny_layers": settings.get("tiny_layers"), "tiny_d_model": settings.get("tiny_d_model"),
+        **base_values,
         **{k: results[k] for k in ("pairs", "split", "exact_match", "no_repeat_ngram_size",
                                    "references_blocked_by_no_repeat")},
+        "no_repeat": block(int(results["no_repeat_ngram_size"]) > 0, "no_repeat"),
         "without_no_repeat": block("exact_match_without_no_repeat" in results, "without_no_repeat"),
         "exact_match_without_no_repeat": results.get("exact_match_without_no_repeat"),
+        "before": block(before is not None, "before_measured", "before_none"),
+        "before_exact_match": before["exact_match"] if before else None,
+        "usage": block(causal, "usage_causal", "usage_seq2seq"),
         "kind_rows": "\n".join(f"| {k} | {results[f'exact_match_{k}']} |" for k in kinds),
-        "limitations": block(card.tiny, "limitations_tiny", "limitations_paper"),
+        "limitations": block(card.tiny, "limitations_tiny_causal" if causal else "limitations_tiny",
+                             "limitations_paper"),
+        "value_outputs": results.get("exact_match_value_outputs"),
+        "null_outputs": results.get("exact_match_null_outputs"),
         "citation": REQAP_CITATION.strip(),
     }
     return info, values
