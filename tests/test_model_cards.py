@@ -42,7 +42,7 @@ SAYS = {
         "measured by `convohub.reqap.release.extract.evaluate`: **0.625**. The base model before training: exact "
         "match 0.0625 on the same pairs", "`HuggingFaceTB/SmolLM2-135M-Instruct`, fine-tuned with LoRA (rank 16, "
         "alpha 32, modules `all-linear`) for 24 steps of 8 chats", "AutoModelForCausalLM.from_pretrained(",
-        "extraction_messages(extraction_input(", "it writes 0.5 of the values and 0.875 of the `null` answers"],
+        "extraction_messages(extraction_input(", "it writes 0.5 of the values and 0.875 of the `null` answers", "its weakest pair kind is null."],
     ("reqap_extract", "paper", ""): ["The base model before training: exact match 0.125 on the same pairs",
                                      "`facebook/bart-base`"],
     ("reqap_extract", "tiny", "random"): ["a randomly initialised tiny causal LM (`convohub-tiny:causal`"],

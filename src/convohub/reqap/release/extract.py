@@ -304,6 +304,8 @@ def card_values(card: CardInput) -> CardValues:
         "kind_rows": "\n".join(f"| {k} | {results[f'exact_match_{k}']} |" for k in kinds),
         "limitations": block(card.tiny, "limitations_tiny_causal" if causal else "limitations_tiny",
                              "limitations_paper"),
+        "weakest_kind": min((k for k in kinds if not k.endswith("_outputs")), default="-",
+                            key=lambda k: results[f"exact_match_{k}"]),
         "value_outputs": results.get("exact_match_value_outputs"),
         "null_outputs": results.get("exact_match_null_outputs"),
         "citation": REQAP_CITATION.strip(),
