@@ -24,11 +24,31 @@ def test_every_model_folder_has_both_recipes() -> None:
         assert (folder / "tiny.yaml").is_file() and (folder / "paper.yaml").is_file(), folder
 
 
+def _parser(module: object, recipe: Path) -> object:
+    """The script's parser for ``recipe``: a script whose arguments depend on the recipe's architecture
+    (reqap_extract: seq2seq or causal) reads it with its ``architecture`` function."""
+    if hasattr(module, "architecture"):
+        return module.make_parser(module.architecture(["--config", str(recipe)]))
+    return module.make_parser()
+
+
 @pytest.mark.parametrize("recipe", RECIPES, ids=lambda p: f"{p.parent.name}/{p.name}")
 def test_recipe_parses_strictly(recipe: Path) -> None:
     module = load_script(script_for_recipe(recipe))
-    parsed = parse_recipe(module.make_parser(), recipe)
+    parsed = parse_recipe(_parser(module, recipe), recipe)
     assert parsed, recipe
+
+
+def test_extract_recipes_parse_as_their_architecture() -> None:
+    module = load_script(ROOT / "training" / "reqap_extract" / "train_reqap_extract.py")
+    folder = ROOT / "training" / "reqap_extract"
+    assert [module.architecture(["--config", str(folder / f"{n}.yaml")]) for n in ("tiny", "tiny_bart", "paper")] \
+        == ["causal", "seq2seq", "seq2seq"]
+    assert module.architecture(["--config", str(folder / "tiny.yaml"), "--architecture", "seq2seq"]) == "seq2seq"
+    with pytest.raises(ValueError, match="architecture must be one of"):
+        module.architecture(["--architecture", "encoder"])
+    with pytest.raises(ValueError, match="unknown recipe key"):  # the causal recipe is not a seq2seq one
+        parse_recipe(module.make_parser("seq2seq"), folder / "tiny.yaml")
 
 
 def test_unknown_key_is_an_error(tmp_path: Path) -> None:
