@@ -226,6 +226,14 @@ def test_causal_training_end_to_end(dataset_dir, tmp_path) -> None:
     assert f"exact match {evaluated['before']['exact_match']} on the same pairs" in card
     assert "pipeline_tag: text-generation" in card and "no_repeat_ngram_size" not in card.split("## Training")[0]
 
+    # a long input is clipped before the chat template, so the prompt still ends with the generation prompt
+    from convohub.reqap.components.extract import causal_prompts
+
+    long_input = extraction_input("song_name", {**{f"note_{k}": "word " * 40 for k in range(20)}, "song_name": "X"})
+    short, clipped = causal_prompts(tokenizer, ["Attribute: a, Event: b: 1", long_input], 32)
+    ending = short[short.index("Event: b: 1") + len("Event: b: 1"):]
+    assert clipped.endswith(ending) and len(tokenizer(clipped)["input_ids"]) < 32 + len(tokenizer(short)["input_ids"])
+
     extractor = ModelExtractor(out, max_new_tokens=4)
     event = {"start_date": "2024-07-01", "start_time": "10:00:00", "event": "played a song", "song_name": "X"}
     assert len(extractor.extract([event, event], "song_name")) == 2

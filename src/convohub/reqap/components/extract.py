@@ -247,6 +247,18 @@ def load_extract_model(model_dir: str | Path, *, causal: bool | None = None) -> 
     return AutoTokenizer.from_pretrained(str(model_dir)), model_class.from_pretrained(str(model_dir)).eval()
 
 
+def causal_prompts(tokenizer: Any, inputs: Sequence[str], max_source_length: int) -> list[str]:
+    """A causal model's prompts: each input cut to its first ``max_source_length`` tokens, then put through the
+    chat template (so a long event never loses the generation prompt at the end)."""
+    prompts = []
+    for text in inputs:
+        ids = tokenizer(text, add_special_tokens=False)["input_ids"]
+        clipped = text if len(ids) <= max_source_length else tokenizer.decode(ids[:max_source_length])
+        prompts.append(tokenizer.apply_chat_template(extraction_messages(clipped), tokenize=False,
+                                                     add_generation_prompt=True))
+    return prompts
+
+
 def generate_values(model: Any, tokenizer: Any, inputs: Sequence[str], *, batch_size: int = 32,
                     max_source_length: int = 512, max_new_tokens: int = 64,
                     no_repeat_ngram_size: int | None = None) -> list[str]:
@@ -269,10 +281,10 @@ def generate_values(model: Any, tokenizer: Any, inputs: Sequence[str], *, batch_
     for start in range(0, len(inputs), batch_size):
         texts = list(inputs[start:start + batch_size])
         if causal:
-            texts = [tokenizer.apply_chat_template(extraction_messages(t), tokenize=False, add_generation_prompt=True)
-                     for t in texts]
-        batch = tokenizer(texts, return_tensors="pt", padding=True, truncation=True, max_length=max_source_length,
-                          **({"add_special_tokens": False} if causal else {}))
+            batch = tokenizer(causal_prompts(tokenizer, texts, max_source_length), return_tensors="pt", padding=True,
+                              add_special_tokens=False)
+        else:
+            batch = tokenizer(texts, return_tensors="pt", padding=True, truncation=True, max_length=max_source_length)
         with torch.no_grad():
             ids = model.generate(**batch, **kwargs)
         if causal:
