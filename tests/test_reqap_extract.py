@@ -218,6 +218,14 @@ def test_causal_training_end_to_end(dataset_dir, tmp_path) -> None:
     evaluated = release.evaluate(out, dataset_dir, "test", max_pairs=4)
     assert evaluated["pairs"] == 4 and set(evaluated["before"]) == {
         "exact_match", "exact_match_value_outputs", "exact_match_null_outputs"}
+    from convohub.models import cache_root
+
+    def kept() -> dict[str, int]:
+        return {f.name: f.stat().st_mtime_ns for f in (cache_root() / "extract-base").glob("scores-*.json")}
+
+    before = kept()
+    assert before and release.evaluate(out, dataset_dir, "test", max_pairs=4)["before"] == evaluated["before"]
+    assert kept() == before  # the base's scores were read back, not measured and written again
     default = release.evaluate(out, dataset_dir, "test")  # default: the run's own max_final_eval_pairs
     assert default["pairs"] == 8
     card_dir = release.SPEC.publish(HubTarget(tmp_path / "hub"), ROOT, "tiny", out, evaluated)

@@ -226,14 +226,30 @@ def evaluate(model_dir: Path, dataset_dir: Path, split: str = "test", *, max_pai
         without = exact_match(model, tokenizer, pairs, no_repeat_ngram_size=0, **kw)
         results["exact_match_without_no_repeat"] = without["exact_match"]
     base = _base_model(arguments)
-    if base is not None:  # the model the run started from, on the same pairs with the same decoding
-        from convohub.training.models import resolve_model
-
-        base_tokenizer, base_model = load_extract_model(resolve_model(base), causal=is_causal(model))
-        measured = exact_match(base_model, base_tokenizer, pairs, **kw)
-        results["before"] = {k: measured[k] for k in ("exact_match", "exact_match_value_outputs",
-                                                      "exact_match_null_outputs")}
+    if base is not None:
+        results["before"] = _base_scores(base, is_causal(model), pairs, kw)
     return results
+
+
+def _base_scores(base: str, causal: bool, pairs: Sequence[ExtractPair], kw: Mapping[str, int]) -> dict[str, Any]:
+    """The model a run started from, on the same pairs with the same decoding; kept under the convohub cache
+    (:func:`convohub.stages.stage`, keyed by the base's weights, the pairs and the decoding), since a
+    re-evaluation of a retrained model meets the same base again."""
+    from convohub.models import cache_root, weights_digest
+    from convohub.reqap.components.extract import load_extract_model
+    from convohub.stages import digest, stage
+    from convohub.training.models import resolve_model
+
+    path = resolve_model(base)
+    fingerprint = {"base": weights_digest(path) if Path(path).is_dir() else path, "causal": causal, "kw": dict(kw),
+                   "pairs": digest([[p.input, p.output, p.kind] for p in pairs])}
+
+    def compute() -> dict[str, Any]:
+        tokenizer, model = load_extract_model(path, causal=causal)
+        measured = exact_match(model, tokenizer, pairs, **kw)
+        return {k: measured[k] for k in ("exact_match", "exact_match_value_outputs", "exact_match_null_outputs")}
+
+    return stage(cache_root() / "extract-base", f"scores-{digest(fingerprint)[:16]}", fingerprint, compute)
 
 
 def _base_model(arguments: Mapping[str, Any]) -> str | None:
