@@ -4,9 +4,12 @@ accelerate launcher that runs training scripts."""
 from __future__ import annotations
 
 import json
+import os
 import subprocess
 import sys
+import time
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -58,6 +61,30 @@ def test_weights_digest_changes_with_the_weights(tmp_path: Path) -> None:
     (tmp_path / "model.safetensors").write_bytes(b"b")
     assert first and weights_digest(tmp_path) != first
     assert weights_digest(tmp_path / "missing") == ""
+
+
+def test_weights_digest_is_read_once_per_settled_file(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    import convohub.models as models
+
+    weights = tmp_path / "model.safetensors"
+    weights.write_bytes(b"a")
+    opened: list[Path] = []
+    real_open = Path.open
+
+    def counting_open(self: Path, *args: Any, **kwargs: Any) -> Any:
+        if args[:1] == ("rb",):
+            opened.append(self)
+        return real_open(self, *args, **kwargs)
+
+    monkeypatch.setattr(Path, "open", counting_open)
+    fresh = weights_digest(tmp_path)
+    assert weights_digest(tmp_path) == fresh and len(opened) == 2  # just written: hashed every time
+    os.utime(weights, (time.time() - 60, time.time() - 60))
+    settled = weights_digest(tmp_path)
+    assert weights_digest(tmp_path) == settled == fresh and len(opened) == 3  # settled: hashed once
+    weights.write_bytes(b"b")  # same size, same inode, new mtime
+    assert weights_digest(tmp_path) != fresh and len(opened) == 4
+    models._DIGESTS.clear()
 
 
 def test_launch_command_uses_the_profile_config(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:

