@@ -1,5 +1,5 @@
-"""Resume by declared reads: a finished step runs again only when an artifact it reads was produced again in
-this release, and a step that looks up an artifact it does not declare fails."""
+"""Resume by declared reads: a finished step runs again only when an artifact it reads was produced again since
+it ran (in this release or an earlier one), and a step that looks up an artifact it does not declare fails."""
 
 from __future__ import annotations
 
@@ -96,6 +96,30 @@ def test_an_artifact_produced_again_by_another_system_reruns_its_readers(toy: To
     run_system(upstream, ctx)
     assert ctx.fresh == {"data_path"}
     assert _statuses(run_system(downstream, ctx)) == {"a": "done", "b": "resumed"}
+
+
+def test_an_artifact_produced_again_by_an_earlier_release_run_reruns_its_readers(
+        toy: Toy, capsys: pytest.CaptureFixture[str]) -> None:
+    """``--only up`` and then ``--only down``: two release runs, each with its own context (a real step finds
+    another system's artifact on disk when that system is not in the run, as ReQAP finds PerQA)."""
+    upstream = System(name="up", title="Up", steps=(toy.step("build", "data", None),))
+    downstream = System(name="down", title="Down", steps=(
+        toy.step("train", "a", ("data_path",)),
+        toy.step("train", "b", ()),))
+    ctx = toy.context()
+    run_system(upstream, ctx)
+    run_system(downstream, ctx)
+
+    (toy.root / "work" / "outputs" / "data.txt").unlink()
+    assert _statuses(run_system(upstream, toy.context())) == {"data": "done"}
+    capsys.readouterr()
+    assert _statuses(run_system(downstream, toy.context())) == {"a": "done", "b": "resumed"}
+    assert "train:a: runs again: it reads data_path, produced again by a release run since it last ran" in (
+        capsys.readouterr().out)
+    assert toy.runs == ["data", "a", "b", "data", "a"]
+    assert set(_statuses(run_system(downstream, toy.context())).values()) == {"resumed"}
+    ctx = toy.context()
+    assert set(_statuses(run_system(upstream, ctx) + run_system(downstream, ctx)).values()) == {"resumed"}
 
 
 def test_a_step_reading_an_undeclared_artifact_fails_and_names_it(toy: Toy) -> None:

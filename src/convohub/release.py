@@ -4,8 +4,10 @@ Progress is printed per step, a summary table closes the run, and the first fail
 system with an error that names it (the CLI turns that into a non-zero exit). Finished steps are
 recorded in ``<out>/.convohub-work/<system>/progress.json`` together with a fingerprint of the run's
 settings, so a killed release resumes where it stopped; ``--force`` starts over. A finished step runs again
-only when something it depends on changed: its input files, or an artifact it reads that a step produced
-again in this release (:attr:`convohub.registry.Step.reads`, checked while the step runs).
+only when something it depends on changed: its input files, or an artifact it reads
+(:attr:`convohub.registry.Step.reads`, checked while the step runs) that a step produced again since it ran,
+in this release or in an earlier one (``convohub release --only perqa`` and then ``--only reqap``): every
+run of a step gets a stamp, and a step records the stamps of the artifacts it read.
 """
 
 from __future__ import annotations
@@ -15,6 +17,7 @@ import json
 import sys
 import time
 import traceback
+import uuid
 from collections.abc import Iterator, Mapping, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass, field
@@ -90,6 +93,10 @@ class ReleaseContext:
     artifacts: Artifacts = field(default_factory=Artifacts)
     #: names of the artifacts that steps which ran (not resumed) in this release produced, all systems together
     fresh: set[str] = field(default_factory=set)
+    #: artifact -> the stamp of the step run that produced it: this release's runs, else those recorded in the
+    #: work dir's progress files (every system's, so a read of another system's artifact is checked too)
+    stamps: dict[str, str] = field(default_factory=dict)
+    _stamps_loaded: bool = field(default=False, repr=False)
     _local_llm: Any = field(default=None, repr=False)
 
     def __post_init__(self) -> None:
@@ -157,10 +164,35 @@ def _load_progress(path: Path, fingerprint: Mapping[str, Any]) -> dict[str, Any]
 
 #: key of a finished step's progress entry holding the digest of its input files (not an artifact)
 INPUTS_KEY = "_inputs_sha256"
+#: key of a finished step's progress entry holding the stamp of that run (a new one each time the step runs)
+STAMP_KEY = "_stamp"
+#: key of a finished step's progress entry holding the stamps of the artifacts it read, as they were then
+READ_STAMPS_KEY = "_read_stamps"
+_META_KEYS = (INPUTS_KEY, STAMP_KEY, READ_STAMPS_KEY)
+
+
+def _artifacts_of(entry: Mapping[str, Any]) -> dict[str, Any]:
+    """The artifacts of a progress entry, without its bookkeeping keys."""
+    return {k: v for k, v in entry.items() if k not in _META_KEYS}
 
 
 def _artifacts_exist(artifacts: Mapping[str, Any]) -> bool:
-    return all(Path(v).exists() for k, v in artifacts.items() if k.endswith(("_dir", "_path")))
+    return all(Path(v).exists() for k, v in _artifacts_of(artifacts).items() if k.endswith(("_dir", "_path")))
+
+
+def _load_stamps(ctx: ReleaseContext) -> None:
+    """Fill ``ctx.stamps`` once from every system's progress file under the work dir (runs of this release
+    already recorded take precedence), so a step can see that another system's artifact it reads was produced
+    again by an earlier, separate release run."""
+    if ctx._stamps_loaded:
+        return
+    ctx._stamps_loaded = True
+    fingerprint = _fingerprint(ctx)
+    for path in sorted(ctx.work_dir.glob("*/progress.json")):
+        for entry in _load_progress(path, fingerprint).values():
+            if isinstance(entry, Mapping) and entry.get(STAMP_KEY):
+                for name in _artifacts_of(entry):
+                    ctx.stamps.setdefault(name, entry[STAMP_KEY])
 
 
 def _inputs_digest(step: Step, ctx: ReleaseContext) -> str | None:
@@ -186,6 +218,11 @@ def _why_rerun(step: Step, prior: Mapping[str, Any], inputs: str | None, ctx: Re
     changed = sorted(k for k in step.reads or () if k in ctx.fresh)
     if changed:
         return f"it reads {', '.join(changed)}, produced again in this release"
+    recorded = prior.get(READ_STAMPS_KEY)
+    if isinstance(recorded, Mapping):
+        moved = sorted(k for k in step.reads or () if ctx.stamps.get(k) != recorded.get(k))
+        if moved:
+            return f"it reads {', '.join(moved)}, produced again by a release run since it last ran"
     if prior.get(INPUTS_KEY) != inputs:
         return "its input files changed since the last run (or were not recorded)"
     if not _artifacts_exist(prior):
@@ -207,13 +244,15 @@ def _run_step(step: Step, ctx: ReleaseContext) -> dict[str, Any]:
 def run_system(system: System, ctx: ReleaseContext, *, force: bool = False) -> list[StepRecord]:
     """Run one system's steps in order, resuming finished ones; raise StepFailed on the first failure.
 
-    A finished step runs again when an artifact it reads was produced again in this release (steps that
-    declare no reads: when any earlier step of the system ran, since it may read what that step produced), when
-    its input files changed, or when an output of it is gone (:func:`_why_rerun`).
+    A finished step runs again when an artifact it reads was produced again since the step ran, in this release
+    or an earlier one (steps that declare no reads: when any earlier step of the system ran, since it may read
+    what that step produced), when its input files changed, or when an output of it is gone
+    (:func:`_why_rerun`).
     """
     progress_path = ctx.scratch(system.name) / "progress.json"
     fingerprint = _fingerprint(ctx)
     done = {} if force else _load_progress(progress_path, fingerprint)
+    _load_stamps(ctx)
     records: list[StepRecord] = []
     ran = False
     for step in system.steps:
@@ -227,13 +266,16 @@ def run_system(system: System, ctx: ReleaseContext, *, force: bool = False) -> l
         if prior is not None:
             why = _why_rerun(step, prior, inputs, ctx, ran)
             if why is None:
-                ctx.artifacts.update({k: v for k, v in prior.items() if k != INPUTS_KEY})
+                ctx.artifacts.update(_artifacts_of(prior))
+                if prior.get(STAMP_KEY):
+                    ctx.stamps.update(dict.fromkeys(_artifacts_of(prior), prior[STAMP_KEY]))
                 records.append(StepRecord(system.name, key, "resumed", 0.0))
                 print(f"  [{system.name}] {key}: resumed from a previous run", flush=True)
                 continue
             print(f"  [{system.name}] {key}: runs again: {why}", flush=True)
         print(f"  [{system.name}] {key} ...", flush=True)
         start = time.perf_counter()
+        read_stamps = {k: ctx.stamps.get(k) for k in step.reads or ()}
         try:
             produced = _run_step(step, ctx)
         except Exception as exc:  # noqa: BLE001 - every failure becomes a named step failure
@@ -243,7 +285,10 @@ def run_system(system: System, ctx: ReleaseContext, *, force: bool = False) -> l
         ran = True
         ctx.artifacts.update(produced)
         ctx.fresh.update(produced)
-        done[key] = {k: str(v) for k, v in produced.items()} | ({INPUTS_KEY: inputs} if inputs else {})
+        stamp = uuid.uuid4().hex[:16]
+        ctx.stamps.update(dict.fromkeys(produced, stamp))
+        done[key] = ({k: str(v) for k, v in produced.items()} | ({INPUTS_KEY: inputs} if inputs else {})
+                     | {STAMP_KEY: stamp, READ_STAMPS_KEY: read_stamps})
         atomic_write_text(progress_path, dump_json({"fingerprint": fingerprint, "steps": done}))
         seconds = time.perf_counter() - start
         detail = ", ".join(f"{k}={v}" for k, v in produced.items() if not k.endswith(("_dir", "_path")))
