@@ -147,3 +147,12 @@ def test_every_registered_model_step_declares_its_reads() -> None:
                 assert step.reads is not None, f"{system.name}/{step.kind}:{step.name} declares no reads"
             if step.kind == "card":
                 assert step.inputs is not None, f"{system.name}/{step.kind}:{step.name} names no template"
+
+
+def test_wildfeedback_steps_name_the_aligned_model_artifacts_as_its_spec_does() -> None:
+    """The WildFeedback steps spell the aligned model's artifact names out (importing its spec is slow); a
+    rename of the spec must not leave a read that nothing produces."""
+    from convohub.wildfeedback import system
+    from convohub.wildfeedback.alignment import SPEC
+
+    assert {kind: SPEC.artifact(kind) for kind in ("dir", "eval_path", "card_dir")} == system.DPO_ARTIFACTS

@@ -145,6 +145,10 @@ def _step_build(ctx: Any) -> dict[str, Any]:
 
 #: the artifacts :func:`_dataset_dir` looks up
 DATASET_READS = ("wildfeedback_dir",)
+#: The artifacts of the SFT+DPO steps. The aligned model's are ``alignment.SPEC.artifact(kind)``, spelt out here
+#: because importing ``alignment`` (trl, peft) at start-up would slow every CLI call; a test checks they agree.
+SFT_DIR_ARTIFACT = "wildfeedback_sft_dir"
+DPO_ARTIFACTS = {kind: f"wildfeedback_dpo_{kind}" for kind in ("dir", "eval_path", "card_dir")}
 
 
 def _dataset_dir(ctx: Any) -> Path:
@@ -177,7 +181,7 @@ def _step_train(ctx: Any) -> dict[str, Any]:
     ctx.log(f"training on preference variant: {variant or 'every variant'}")
     dpo_dir = alignment.train(ctx.repo, ctx.profile, dataset_dir, out, ctx.seed, variant=variant,
                               sft_args=ctx.train_overrides(), dpo_args=ctx.train_overrides())
-    return {"wildfeedback_sft_dir": out / "sft", "wildfeedback_dpo_dir": dpo_dir}
+    return {SFT_DIR_ARTIFACT: out / "sft", DPO_ARTIFACTS["dir"]: dpo_dir}
 
 
 
@@ -221,7 +225,7 @@ def _step_evaluate(ctx: Any) -> dict[str, Any]:
     if not isinstance(judge, LexicalChecklistJudge):
         agreement["lexical"] = judge_agreement(LexicalChecklistJudge())
     ctx.log("judge agreement on the hand-labelled set: " + alignment.agreement_line(agreement))
-    dpo_dir, sft_dir = Path(ctx.artifacts["wildfeedback_dpo_dir"]), Path(ctx.artifacts["wildfeedback_sft_dir"])
+    dpo_dir, sft_dir = Path(ctx.artifacts[DPO_ARTIFACTS["dir"]]), Path(ctx.artifacts[SFT_DIR_ARTIFACT])
     # what each stage's run saved (its resolved arguments, overrides included), never the recipes
     sft, dpo = alignment.read_results(sft_dir), alignment.read_results(dpo_dir)
     tiny = ctx.profile == "tiny"
@@ -233,7 +237,7 @@ def _step_evaluate(ctx: Any) -> dict[str, Any]:
     ctx.log(evaluation.format_table(results))
     path = ctx.scratch("wildfeedback") / "alignment_eval.json"
     atomic_write_text(path, dump_json(results))
-    return {alignment.SPEC.artifact("eval_path"): path}
+    return {DPO_ARTIFACTS["eval_path"]: path}
 
 
 def _step_card(ctx: Any) -> dict[str, Any]:
@@ -241,9 +245,9 @@ def _step_card(ctx: Any) -> dict[str, Any]:
     with the evaluation step's results."""
     from convohub.wildfeedback.alignment import SPEC
 
-    results = read_json(Path(ctx.artifacts[SPEC.artifact("eval_path")]))
-    path = SPEC.publish(ctx.target, ctx.repo, ctx.profile, Path(ctx.artifacts[SPEC.artifact("dir")]), results)
-    return {SPEC.artifact("card_dir"): path}
+    results = read_json(Path(ctx.artifacts[DPO_ARTIFACTS["eval_path"]]))
+    path = SPEC.publish(ctx.target, ctx.repo, ctx.profile, Path(ctx.artifacts[DPO_ARTIFACTS["dir"]]), results)
+    return {DPO_ARTIFACTS["card_dir"]: path}
 
 
 def _step_space(ctx: Any) -> dict[str, Any]:
@@ -439,9 +443,9 @@ SYSTEM = System(
         Step("build", "wildfeedback", _step_build),
         Step("train", "wildfeedback-sft-dpo", _step_train, inputs=_train_inputs, reads=DATASET_READS),
         Step("evaluate", "wildfeedback-checklist-judge", _step_evaluate,
-             reads=("wildfeedback_sft_dir", "wildfeedback_dpo_dir", *DATASET_READS)),
+             reads=(SFT_DIR_ARTIFACT, DPO_ARTIFACTS["dir"], *DATASET_READS)),
         Step("card", "wildfeedback-card", _step_card, inputs=_card_inputs,
-             reads=("wildfeedback_dpo_eval_path", "wildfeedback_dpo_dir")),
+             reads=(DPO_ARTIFACTS["eval_path"], DPO_ARTIFACTS["dir"])),
         Step("space", "wildfeedback-space", _step_space),
     ),
     datasets=(DatasetBuilder("wildfeedback", "WildFeedback preference pairs, SAT/DSAT annotations, user "
