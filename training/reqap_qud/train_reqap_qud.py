@@ -140,6 +140,7 @@ def main(argv: Sequence[str] | None = None) -> dict[str, Any]:
 
     from convohub.hub import atomic_write_text, dump_json
     from convohub.reqap.components.qud import QUD_CONFIG, chat_token_counter, truncate_chain
+    from convohub.training.lm_head import score_label_positions_only
     from convohub.training.models import model_init_kwargs
     from convohub.training.runs import save_arguments
 
@@ -191,6 +192,7 @@ def main(argv: Sequence[str] | None = None) -> dict[str, Any]:
         from trl import get_peft_config
 
         peft_config = get_peft_config(model_args)
+    score_label_positions_only()  # trl's fused head then projects only the labelled positions on CPU too
     trainer = SFTTrainer(model=model, args=training_args, train_dataset=train, processing_class=tokenizer,
                          peft_config=peft_config)
     started = time.perf_counter()

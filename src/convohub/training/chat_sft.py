@@ -34,6 +34,7 @@ def train_chats(train: Any, script_args: Any, training_args: Any, model_args: An
     from trl import SFTTrainer
 
     from convohub.hub import atomic_write_text, dump_json
+    from convohub.training.lm_head import score_label_positions_only
     from convohub.training.models import hub_id, model_init_kwargs, resolve_model
     from convohub.training.runs import save_arguments
 
@@ -48,6 +49,7 @@ def train_chats(train: Any, script_args: Any, training_args: Any, model_args: An
         from trl import get_peft_config
 
         peft_config = get_peft_config(model_args)
+    score_label_positions_only()  # trl's fused head then projects only the labelled positions on CPU too
     trainer = SFTTrainer(model=model, args=training_args, train_dataset=train, processing_class=tokenizer,
                          peft_config=peft_config)
     started = time.perf_counter()

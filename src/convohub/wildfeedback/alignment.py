@@ -523,6 +523,7 @@ def build_sft_trainer(script_args: AlignmentArguments, training_args: Any, model
     from transformers import AutoModelForCausalLM
     from trl import SFTTrainer
 
+    from convohub.training.lm_head import score_label_positions_only
     from convohub.training.models import model_init_kwargs, resolve_model
 
     path = resolve_model(model_args.model_name_or_path)
@@ -530,6 +531,7 @@ def build_sft_trainer(script_args: AlignmentArguments, training_args: Any, model
     train, val, stats = _load_split(script_args, tokenizer, "sft", training_args.seed)
     model = AutoModelForCausalLM.from_pretrained(path, **model_init_kwargs(model_args))
     check = collapse_check(script_args, training_args.output_dir)
+    score_label_positions_only()  # trl's fused head then projects only the response positions on CPU too
     trainer = SFTTrainer(model=model, args=training_args, train_dataset=train, eval_dataset=val,
                          processing_class=tokenizer, peft_config=lora_config(model_args), callbacks=[check])
     extra = {"base_model": model_args.model_name_or_path, "data": stats, "train_examples": len(train),
@@ -549,6 +551,7 @@ def build_dpo_trainer(script_args: AlignmentArguments, training_args: Any, model
     from transformers import AutoModelForCausalLM
     from trl import DPOTrainer
 
+    from convohub.training.lm_head import score_label_positions_only
     from convohub.training.models import model_init_kwargs, resolve_model
 
     path = resolve_model(model_args.model_name_or_path)
@@ -561,6 +564,7 @@ def build_dpo_trainer(script_args: AlignmentArguments, training_args: Any, model
     if peft is None:  # frozen copy of the SFT model (trl would also build one; explicit is checkable)
         ref_model = AutoModelForCausalLM.from_pretrained(path, **kwargs).eval().requires_grad_(False)
     check = collapse_check(script_args, training_args.output_dir)
+    score_label_positions_only()  # policy and reference project only the response positions on CPU too
     trainer = DPOTrainer(model=model, ref_model=ref_model, args=training_args, train_dataset=train,
                          eval_dataset=val, processing_class=tokenizer, peft_config=peft, callbacks=[check])
     extra = {"reference_model": model_args.model_name_or_path, "data": stats, "train_pairs": len(train),
