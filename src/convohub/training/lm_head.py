@@ -45,6 +45,7 @@ def score_label_positions_only() -> bool:
         return bool(decide(device)) or getattr(device, "type", None) == "cpu"
 
     setattr(compact_on_cpu, _PATCHED, True)
+    compact_on_cpu.__wrapped__ = decide  # type: ignore[attr-defined]  # trl's own decision, for tests and undoing
     setattr(trl_utils, _DECIDER, compact_on_cpu)
     return True
 
