@@ -156,3 +156,4 @@ def test_wildfeedback_steps_name_the_aligned_model_artifacts_as_its_spec_does() 
     from convohub.wildfeedback.alignment import SPEC
 
     assert {kind: SPEC.artifact(kind) for kind in ("dir", "eval_path", "card_dir")} == system.DPO_ARTIFACTS
+    assert SPEC.name == system.DPO_MODEL

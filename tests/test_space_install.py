@@ -29,9 +29,6 @@ def test_exported_metric_space_installs_and_runs_from_its_folder_alone(tmp_path:
     folder = tmp_path / "release" / "spaces" / "convohub" / "ndcg"
     assert not (folder / "convohub").exists()
     python, clean = _fresh_venv(tmp_path, folder)
-    probe = subprocess.run([python, "-c", "import importlib.util as u; print(u.find_spec('convohub'))"],
-                           cwd=tmp_path, env=clean, capture_output=True, text=True, check=True)
-    assert probe.stdout.strip() == "None"  # the fresh venv has no convohub: the folder must carry what it needs
     scored = subprocess.run(
         [python, "-c", "import evaluate, sys; m = evaluate.load(sys.argv[1]); "
                        "print(m.compute(predictions=[[0, 1]], references=[[1.0, 0.0]], k=[1])['ndcg@1'])",
@@ -56,6 +53,9 @@ def _fresh_venv(root: Path, folder: Path) -> tuple[str, dict[str, str]]:
     clean = {k: v for k, v in os.environ.items() if k not in {"PYTHONPATH", "VIRTUAL_ENV"}}
     subprocess.run([python, "-m", "pip", "install", "-q", "-r", "requirements.txt"], cwd=folder, env=clean,
                    check=True, timeout=1200)
+    probe = subprocess.run([python, "-c", "import importlib.util as u; print(u.find_spec('convohub'))"],
+                           cwd=root, env=clean, capture_output=True, text=True, check=True)
+    assert probe.stdout.strip() == "None"  # the venv has no convohub: only the folder's own code can serve
     return python, clean
 
 
@@ -99,9 +99,6 @@ def test_exported_system_space_installs_and_runs_from_its_folder_alone(tmp_path:
     model = build_tiny_causal_lm(tmp_path / "model", seed=0)  # a stand-in: the Space's plumbing is under test
 
     python, clean = _fresh_venv(tmp_path, folder)
-    probe = subprocess.run([python, "-c", "import importlib.util as u; print(u.find_spec('convohub'))"],
-                           cwd=tmp_path, env=clean, capture_output=True, text=True, check=True)
-    assert probe.stdout.strip() == "None"  # only the folder's own copy can serve the app
     env = {**clean, "CONVOHUB_DATASET": str(dataset), "CONVOHUB_MODEL": str(model), "HF_HUB_OFFLINE": "1",
            "HF_DATASETS_CACHE": str(tmp_path / "datasets-cache")}
     with _app(python, folder, env, tmp_path / "app.log") as client:

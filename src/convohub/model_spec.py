@@ -33,6 +33,16 @@ _PLACEHOLDER = re.compile(r"\$(?:\{\s*[_A-Za-z][_A-Za-z0-9]*\s*\}|[_A-Za-z])")
 
 
 # --------------------------------------------------------------------------------------------- templates
+#: What a model's release steps produce: its trained folder, its evaluation's results and its card's repo.
+ARTIFACT_KINDS = ("dir", "eval_path", "card_dir")
+
+
+def artifact_name(model: str, kind: str) -> str:
+    """The release artifact name of model ``model``'s ``kind`` (:data:`ARTIFACT_KINDS`), for a step that names
+    a model's artifacts without importing its spec."""
+    return f"{model}_{kind}"
+
+
 @dataclass(frozen=True)
 class Block:
     """A template value standing for the template's block ``name``, rendered with the same values."""
@@ -202,7 +212,7 @@ class ModelSpec:
 
     def artifact(self, kind: str) -> str:
         """The release artifact name of this model's ``dir`` (trained folder), ``eval_path`` or ``card_dir``."""
-        return f"{self.name}_{kind}"
+        return artifact_name(self.name, kind)
 
     def train(self, repo: Path, profile: str, dataset_dir: Path, output_dir: Path, seed: int, *,
               extra: Sequence[str] = ()) -> Path:

@@ -64,7 +64,7 @@ def smollm2_gguf() -> Path:
 
 #: Digests of weight files already read in this process, by what ``stat`` says of the file: a release asks
 #: for the same model's digest at every resume check and cache key, and hashing 540 MB each time adds up.
-_DIGESTS: dict[tuple[str, int, int, int, int], str] = {}
+_DIGESTS: dict[tuple[int, int, int, int], str] = {}
 #: A file modified less than this many seconds before it is hashed may be rewritten within the clock's
 #: granularity without a visible change of ``st_mtime_ns`` (git's "racily clean" case), so it is not memoised.
 _SETTLED_S = 2.0
@@ -72,7 +72,7 @@ _SETTLED_S = 2.0
 
 def _file_digest(path: Path, chunk: int = 1 << 20) -> str:
     before = path.stat()
-    key = (str(path.resolve()), before.st_dev, before.st_ino, before.st_size, before.st_mtime_ns)
+    key = (before.st_dev, before.st_ino, before.st_size, before.st_mtime_ns)  # the file, whatever its path
     if key in _DIGESTS:
         return _DIGESTS[key]
     digest = hashlib.sha256()
@@ -82,7 +82,7 @@ def _file_digest(path: Path, chunk: int = 1 << 20) -> str:
     value = digest.hexdigest()
     after = path.stat()
     settled = time.time() - after.st_mtime_ns / 1e9 > _SETTLED_S
-    if settled and (after.st_ino, after.st_size, after.st_mtime_ns) == key[2:] and after.st_dev == key[1]:
+    if settled and (after.st_dev, after.st_ino, after.st_size, after.st_mtime_ns) == key:
         _DIGESTS[key] = value
     return value
 

@@ -21,6 +21,7 @@ from pathlib import Path
 from typing import Any
 
 from convohub.hub import read_json
+from convohub.model_spec import ARTIFACT_KINDS, artifact_name
 from convohub.registry import DatasetBuilder, Step, System
 from convohub.scoring import Benchmark
 
@@ -145,10 +146,12 @@ def _step_build(ctx: Any) -> dict[str, Any]:
 
 #: the artifacts :func:`_dataset_dir` looks up
 DATASET_READS = ("wildfeedback_dir",)
-#: The artifacts of the SFT+DPO steps. The aligned model's are ``alignment.SPEC.artifact(kind)``, spelt out here
-#: because importing ``alignment`` (trl, peft) at start-up would slow every CLI call; a test checks they agree.
+#: The artifacts of the SFT+DPO steps. The aligned model's are ``alignment.SPEC.artifact(kind)``, named from its
+#: model name here because importing ``alignment`` (trl, peft) at start-up would slow every CLI call; a test
+#: checks they agree.
 SFT_DIR_ARTIFACT = "wildfeedback_sft_dir"
-DPO_ARTIFACTS = {kind: f"wildfeedback_dpo_{kind}" for kind in ("dir", "eval_path", "card_dir")}
+DPO_MODEL = "wildfeedback_dpo"
+DPO_ARTIFACTS = {kind: artifact_name(DPO_MODEL, kind) for kind in ARTIFACT_KINDS}
 
 
 def _dataset_dir(ctx: Any) -> Path:
