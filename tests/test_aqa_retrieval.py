@@ -317,3 +317,48 @@ def test_parse_ranking_reads_answers_like_the_authors(answer, expected):
 
 def test_unparseable_answer_scores_as_all_options_tied():
     assert ndcg_at_k([parse_ranking("no idea")], [W], k=1)["ndcg@1"] == pytest.approx(1.5 / 3)
+
+
+# --- the content-keyed index cache of built folders -------------------------------------------------------
+
+def test_built_folder_index_is_cached_by_content(tmp_path, monkeypatch, caplog):
+    import sys
+    from pathlib import Path
+
+    sys.path.insert(0, str(Path(__file__).parent))
+    from _aqa_fixture import build_fixture
+
+    from convohub.aqa import context
+
+    monkeypatch.setenv("CONVOHUB_CACHE", str(tmp_path / "cache"))
+    first = build_fixture(tmp_path / "a")
+    built = context.build_index(first, "raw")
+    key = context.index_key(first, "raw")
+    assert (context.index_cache_dir() / key / "index.json").is_file()
+
+    def no_building(*args, **kwargs):
+        raise AssertionError("the cached index should have been loaded")
+
+    with monkeypatch.context() as m:
+        m.setattr(RetrievalIndex, "build", no_building)
+        again = context.build_index(first, "raw")
+    assert again.doc_ids.tolist() == built.doc_ids.tolist()
+    np.testing.assert_array_equal(again.embeddings, built.embeddings)
+
+    # the same bytes elsewhere share the index; other rows, the other context or BM25 get their own
+    assert context.index_key(build_fixture(tmp_path / "copy"), "raw") == key
+    other = build_fixture(tmp_path / "b", seed=1)
+    assert context.index_key(other, "raw") != key
+    assert len({key, context.index_key(first, "summary"), context.index_key(first, "raw", with_bm25=True)}) == 3
+    assert context.build_index(other, "raw").doc_ids.tolist() != built.doc_ids.tolist()
+
+    # an unreadable cached index is built again, with a warning naming it
+    (context.index_cache_dir() / key / "embeddings.npy").write_bytes(b"not numpy")
+    with caplog.at_level("WARNING", logger="convohub.aqa.context"):
+        rebuilt = context.build_index(first, "raw")
+    assert rebuilt.doc_ids.tolist() == built.doc_ids.tolist()
+    assert key in caplog.text and "building it again" in caplog.text
+    assert RetrievalIndex.load(context.index_cache_dir() / key).doc_ids.tolist() == built.doc_ids.tolist()
+
+    fresh = context.build_index(first, "raw", cache=False)
+    np.testing.assert_allclose(fresh.embeddings, built.embeddings, atol=1e-5)

@@ -284,22 +284,31 @@ def load_local(folder: Path | str, config: str, split: str | None = None) -> Any
     import pyarrow as pa
     import pyarrow.parquet as pq
 
+    files = data_files(folder, config)
+    if split is not None:
+        if split not in files:
+            raise KeyError(f"{folder}: config {config!r} has no split {split!r}; splits: {sorted(files)}")
+        files = {split: files[split]}
+    splits = {name: datasets.Dataset(pa.concat_tables([pq.read_table(f) for f in paths]))
+              for name, paths in files.items()}
+    return splits[split] if split is not None else datasets.DatasetDict(splits)
+
+
+def data_files(folder: Path | str, config: str) -> dict[str, list[Path]]:
+    """split -> the Parquet shards of ``config`` in a local dataset folder, as its card's ``configs:`` list
+    them (sorted); a config or split without files is an error naming the folder."""
     folder = Path(folder)
     meta, _ = read_card(folder / "README.md")
     entries = {c["config_name"]: c for c in meta.get("configs", [])}
     if config not in entries:
         raise KeyError(f"{folder}: no config {config!r}; configs in its card: {sorted(entries)}")
-    splits = {}
+    out = {}
     for item in entries[config]["data_files"]:
         files = sorted(folder.glob(item["path"]))
         if not files:
             raise FileNotFoundError(f"{folder}: config {config!r} split {item['split']!r} has no file {item['path']}")
-        splits[item["split"]] = datasets.Dataset(pa.concat_tables([pq.read_table(f) for f in files]))
-    if split is None:
-        return datasets.DatasetDict(splits)
-    if split not in splits:
-        raise KeyError(f"{folder}: config {config!r} has no split {split!r}; splits: {sorted(splits)}")
-    return splits[split]
+        out[item["split"]] = files
+    return out
 
 
 def load_split(dataset: Path | str, config: str, split: str | None = None) -> Any:

@@ -70,7 +70,8 @@ _DIGESTS: dict[tuple[int, int, int, int], str] = {}
 _SETTLED_S = 2.0
 
 
-def _file_digest(path: Path, chunk: int = 1 << 20) -> str:
+def file_digest(path: Path, chunk: int = 1 << 20) -> str:
+    """sha256 (hex) of a file's bytes, memoised per process once the file has settled (see ``_SETTLED_S``)."""
     before = path.stat()
     key = (before.st_dev, before.st_ino, before.st_size, before.st_mtime_ns)  # the file, whatever its path
     if key in _DIGESTS:
@@ -101,7 +102,7 @@ def weights_digest(model_dir: str | os.PathLike[str]) -> str:
     digest = hashlib.sha256()
     for path in files:
         digest.update(path.name.encode())
-        digest.update(_file_digest(path).encode())
+        digest.update(file_digest(path).encode())
     return digest.hexdigest()[:16]
 
 
@@ -167,7 +168,7 @@ def convert_gguf(gguf_file: str | os.PathLike[str], out_dir: str | os.PathLike[s
     model.save_pretrained(out, safe_serialization=True)
     tokenizer.save_pretrained(out)
     (out / "README.md").write_text(_CARD.format(
-        source_id=source_id, gguf=gguf_file.name, pip=SMOLLM2_PIP, sha=_file_digest(gguf_file)[:16],
+        source_id=source_id, gguf=gguf_file.name, pip=SMOLLM2_PIP, sha=file_digest(gguf_file)[:16],
         transformers=transformers.__version__, gguf_version=getattr(gguf_module, "__version__", "?"),
     ), encoding="utf-8")
     return out

@@ -13,6 +13,10 @@ statistics (how many requests were valid JSON, every fallback taken). ``--predic
 a leaderboard submission for ``convohub evaluate wildchat-aqa``. The LLM is ``--llm``, else the endpoint of
 ``CONVOHUB_LLM_BASE_URL``, else the offline SmolLM2-135M-Instruct; with SmolLM2 the offline defaults apply
 (k 20, a 192-token prompt budget), otherwise the paper's (k 100, the paper's budget for the model).
+
+The retrieval index of a folder's corpus is built once (embedding every document with all-MiniLM-L6-v2) and
+kept under ``$CONVOHUB_CACHE/aqa-index`` (default ``~/.cache/convohub/aqa-index``), keyed by the corpus
+files' bytes and the encoder; a rebuilt dataset gets a new index. Delete that folder to reclaim the space.
 """
 
 from __future__ import annotations

@@ -26,9 +26,13 @@ then packs documents into its prompt until the token budget (:func:`convohub.aqa
 
 from __future__ import annotations
 
+import hashlib
+import json
+import logging
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import asdict, dataclass, field
 from datetime import datetime, timezone
+from pathlib import Path
 from typing import Any
 
 import numpy as np
@@ -36,6 +40,8 @@ import numpy as np
 from convohub.aqa.prompts import probe_prompt, render_document
 from convohub.aqa.questions import Question
 from convohub.aqa.retrieval import MAX_QUERIES, Filters, RetrievalIndex
+
+logger = logging.getLogger(__name__)
 
 #: PROBE's request generation: the paper's sampling for GPT-4.1-mini (temperature 0.5, top_p 0.5).
 PROBE_TEMPERATURE = 0.5
@@ -244,14 +250,62 @@ def probe_context(index: RetrievalIndex, questions: Sequence[Question], answers:
     return out
 
 
-def build_index(dataset_dir: Any, context: str = "summary", *, with_bm25: bool = False) -> RetrievalIndex:
+def build_index(dataset_dir: Any, context: str = "summary", *, with_bm25: bool = False,
+                cache: bool = True) -> RetrievalIndex:
     """The retrieval index of a built folder's corpus: summaries whole, or raw conversations chunked to at
     most 512 tokens with at most 128 overlap (:func:`convohub.aqa.retrieval.conversation_documents`),
-    embedded with all-MiniLM-L6-v2."""
+    embedded with all-MiniLM-L6-v2.
+
+    With ``cache`` the index is saved under ``<convohub cache>/aqa-index/<key>`` and loaded from there next
+    time (every ``aqa evaluate``, release step and Space start would otherwise embed the whole corpus again:
+    seconds on the sample, hours on WildChat-1M). The key (:func:`index_key`) covers the corpus files' bytes,
+    the encoder's weights and the chunking, so a rebuilt dataset or another encoder gets its own index. An
+    unreadable cached index is rebuilt; a cache folder that cannot be written only costs the saving.
+    """
     from convohub.aqa.questions import load_corpus
     from convohub.aqa.retrieval import conversation_documents
 
+    folder = index_cache_dir() / index_key(dataset_dir, context, with_bm25=with_bm25) if cache else None
+    if folder is not None and (folder / "index.json").is_file():
+        try:
+            return RetrievalIndex.load(folder)
+        except (OSError, ValueError) as err:
+            logger.warning("cached AQA index %s is unreadable (%s); building it again", folder, err)
     documents = conversation_documents(load_corpus(dataset_dir, context), context)  # type: ignore[arg-type]
     if not documents:
         raise ValueError(f"{dataset_dir}: the {context} corpus is empty; nothing to retrieve from")
-    return RetrievalIndex.build(documents, with_bm25=with_bm25)
+    index = RetrievalIndex.build(documents, with_bm25=with_bm25)
+    if folder is not None:
+        try:
+            index.save(folder)
+        except OSError as err:
+            logger.warning("could not cache the AQA index in %s (%s); it will be built again next time", folder, err)
+    return index
+
+
+def index_cache_dir() -> Path:
+    """Where :func:`build_index` keeps indexes: ``aqa-index/`` under the convohub cache (``$CONVOHUB_CACHE``)."""
+    from convohub.models import cache_root
+
+    return cache_root() / "aqa-index"
+
+
+def index_key(dataset_dir: Any, context: str, *, with_bm25: bool = False) -> str:
+    """What an index of ``dataset_dir``'s ``context`` corpus depends on, hashed: the index format, the
+    chunking, the encoder's weights and the bytes of the corpus's Parquet shards."""
+    from convohub.aqa.chunking import MAX_TOKENS, OVERLAP
+    from convohub.aqa.questions import CONTEXTS
+    from convohub.aqa.retrieval import INDEX_FORMAT
+    from convohub.hub import data_files
+    from convohub.models import file_digest, minilm_path, weights_digest
+
+    if context not in CONTEXTS:
+        raise ValueError(f"unknown context {context!r}: use 'raw' (conversations) or 'summary'")
+    config = "conversations" if context == "raw" else "summaries"
+    digest = hashlib.sha256(json.dumps({
+        "format": INDEX_FORMAT, "context": context, "bm25": with_bm25, "chunk": [MAX_TOKENS, OVERLAP],
+        "encoder": weights_digest(minilm_path())}, sort_keys=True).encode())
+    for path in data_files(dataset_dir, config)["train"]:
+        digest.update(path.name.encode())
+        digest.update(file_digest(path).encode())
+    return digest.hexdigest()[:20]
