@@ -390,9 +390,9 @@ def card_values(card: CardInput) -> CardValues:
     if recon:
         llm = results.get("llm_baseline")
         measured = llm if llm and "scores" in llm else None
-        times = [[n, recon["systems"][n]["seconds"]] for n in SYSTEMS]
+        times = [[n, f'{recon["systems"][n]["seconds"]:.1f}'] for n in SYSTEMS]
         if measured:
-            times.insert(0, [llm_row_name(measured), measured["seconds"]])
+            times.insert(0, [llm_row_name(measured), f'{measured["seconds"]:.1f}'])
         values |= {"conversations": recon["conversations"], "conversations_in_split": recon["conversations_in_split"],
                    "turns": recon["turns"], "judge_architecture": recon["judge_architecture"],
                    "recon_threshold": recon["threshold"],
