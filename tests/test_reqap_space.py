@@ -99,3 +99,15 @@ def test_ics_upload_becomes_calendar_events(tmp_path: Path) -> None:
     [event] = events_from_ics(ics).events
     assert event["summary"] == "Dentistappointment" and event["location"] == "Main St, 5"
     assert event["start_date"] == "2024-11-01" and event["start_time"] == "10:00:00" and event["source"] == "calendar"
+
+
+def test_long_list_answers_show_their_size_and_first_items() -> None:
+    from convohub.reqap.space import answer_text
+
+    assert answer_text(42.5) == "42.5" and answer_text(None) == "null"
+    assert answer_text(["Jazz", "rock"]) == '["Jazz", "rock"]'
+    events = [{"id": i, "event": "watched an episode"} for i in range(1614)]
+    text = answer_text(events)
+    assert text.startswith("1,614 items, the first 10: [")
+    assert '"id": 9,' in text and '"id": 10,' not in text
+    assert answer_text(events[:10]).startswith('[{"id": 0')  # ten items are shown whole

@@ -139,13 +139,26 @@ def trace_rows(trace: list[Mapping[str, Any]]) -> list[list[Any]]:
             for t in trace]
 
 
+#: A list answer longer than this is shown as its size and first items: a tree that stops at RETRIEVE or
+#: EXTRACT answers with thousands of events, a page of JSON no visitor reads.
+ANSWER_ITEMS = 10
+
+
+def answer_text(answer: Any, max_items: int = ANSWER_ITEMS) -> str:
+    """An answer as JSON text; a list of more than ``max_items`` items as its length and its first items."""
+    if isinstance(answer, list | tuple) and len(answer) > max_items:
+        head = json.dumps(list(answer[:max_items]), ensure_ascii=False, default=str)
+        return f"{len(answer):,} items, the first {max_items}: {head}"
+    return json.dumps(answer, ensure_ascii=False, default=str)
+
+
 def ask(system: Any, question: str, store: EventStore, reference_date: date = REFERENCE_DATE
         ) -> tuple[str, str, list[list[Any]], dict[str, Any]]:
-    """(answer as JSON text, tree Markdown, trace rows, full result dict) for one question."""
+    """(answer text (:func:`answer_text`), tree Markdown, trace rows, full result dict) for one question."""
     if not question or not question.strip():
         raise ValueError("type a question")
     result = system.answer(question.strip(), store, reference_date)
-    answer = json.dumps(result.answer, ensure_ascii=False, default=str)
+    answer = answer_text(result.answer)
     if result.error:
         answer += f"\n(failed: {result.error})"
     return answer, tree_markdown(result.tree), trace_rows(result.trace), result.to_dict()
