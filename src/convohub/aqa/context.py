@@ -269,7 +269,7 @@ def build_index(dataset_dir: Any, context: str = "summary", *, with_bm25: bool =
     if folder is not None and (folder / "index.json").is_file():
         try:
             return RetrievalIndex.load(folder)
-        except (OSError, ValueError) as err:
+        except (OSError, ValueError, KeyError) as err:
             logger.warning("cached AQA index %s is unreadable (%s); building it again", folder, err)
     documents = conversation_documents(load_corpus(dataset_dir, context), context)  # type: ignore[arg-type]
     if not documents:
@@ -305,7 +305,10 @@ def index_key(dataset_dir: Any, context: str, *, with_bm25: bool = False) -> str
     digest = hashlib.sha256(json.dumps({
         "format": INDEX_FORMAT, "context": context, "bm25": with_bm25, "chunk": [MAX_TOKENS, OVERLAP],
         "encoder": weights_digest(minilm_path())}, sort_keys=True).encode())
-    for path in data_files(dataset_dir, config)["train"]:
+    files = data_files(dataset_dir, config)
+    if "train" not in files:
+        raise KeyError(f"{dataset_dir}: config {config!r} has no train split; splits: {sorted(files)}")
+    for path in files["train"]:
         digest.update(path.name.encode())
         digest.update(file_digest(path).encode())
     return digest.hexdigest()[:20]
