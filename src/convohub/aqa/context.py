@@ -294,14 +294,12 @@ def index_key(dataset_dir: Any, context: str, *, with_bm25: bool = False) -> str
     """What an index of ``dataset_dir``'s ``context`` corpus depends on, hashed: the index format, the
     chunking, the encoder's weights and the bytes of the corpus's Parquet shards."""
     from convohub.aqa.chunking import MAX_TOKENS, OVERLAP
-    from convohub.aqa.questions import CONTEXTS
+    from convohub.aqa.questions import corpus_config
     from convohub.aqa.retrieval import INDEX_FORMAT
     from convohub.hub import data_files
     from convohub.models import file_digest, minilm_path, weights_digest
 
-    if context not in CONTEXTS:
-        raise ValueError(f"unknown context {context!r}: use 'raw' (conversations) or 'summary'")
-    config = "conversations" if context == "raw" else "summaries"
+    config = corpus_config(context)
     digest = hashlib.sha256(json.dumps({
         "format": INDEX_FORMAT, "context": context, "bm25": with_bm25, "chunk": [MAX_TOKENS, OVERLAP],
         "encoder": weights_digest(minilm_path())}, sort_keys=True).encode())

@@ -41,11 +41,12 @@ def held_out_chats(dataset_dir: Path, record: Mapping[str, Any]) -> list[list[di
     """Up to :data:`HELD_OUT` chats outside the run's seeded training subset (the cap and seed it recorded),
     in the training format."""
     from convohub.aqa.chat_format import aqa_messages
+    from convohub.aqa.questions import corpus_config
     from convohub.hub import load_local
     from convohub.training.chat_sft import held_out
 
     context = record["context"]
-    rows = load_local(dataset_dir, "conversations" if context == "raw" else "summaries", "train")
+    rows = load_local(dataset_dir, corpus_config(context), "train")
     return [aqa_messages(r, context) for r in held_out(rows, record.get("max_train_samples"), record["data_seed"],
                                                         HELD_OUT)]
 

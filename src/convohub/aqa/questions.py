@@ -70,14 +70,19 @@ def parse_timestamp(value: Any, where: str) -> datetime:
     return parsed if parsed.tzinfo else parsed.replace(tzinfo=timezone.utc)
 
 
+def corpus_config(context: str) -> str:
+    """The dataset config an answerer's ``context`` searches: ``conversations`` (raw) or ``summaries``."""
+    if context not in CONTEXTS:
+        raise ValueError(f"unknown context {context!r}: use 'raw' (conversations) or 'summary'")
+    return "conversations" if context == "raw" else "summaries"
+
+
 def load_corpus(dataset_dir: str | Path, context: str = "summary") -> list[dict[str, Any]]:
     """The corpus rows an answerer searches: config ``conversations`` (raw) or ``summaries``, with
     ``timestamp`` parsed to a UTC datetime."""
     from convohub.hub import load_local
 
-    if context not in CONTEXTS:
-        raise ValueError(f"unknown context {context!r}: use 'raw' (conversations) or 'summary'")
-    config = "conversations" if context == "raw" else "summaries"
+    config = corpus_config(context)
     rows = load_local(dataset_dir, config, "train").to_list()
     for i, row in enumerate(rows):
         if "timestamp" not in row:
