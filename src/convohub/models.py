@@ -62,8 +62,8 @@ def smollm2_gguf() -> Path:
     return path
 
 
-#: Digests of weight files already read in this process, by what ``stat`` says of the file: a release asks
-#: for the same model's digest at every resume check and cache key, and hashing 540 MB each time adds up.
+#: Digests of files already read in this process (weights, corpus shards), by what ``stat`` says of the file: a
+#: release asks for the same model's digest at every resume check and cache key, and hashing 540 MB each time adds up.
 _DIGESTS: dict[tuple[int, int, int, int], str] = {}
 #: A file modified less than this many seconds before it is hashed may be rewritten within the clock's
 #: granularity without a visible change of ``st_mtime_ns`` (git's "racily clean" case), so it is not memoised.
