@@ -379,6 +379,11 @@ def test_space_ranks_shows_the_request_and_the_evidence(dataset: Path, tmp_path:
     rows, chart, request, evidence, scores = app.rank(label, "", "", "cosine", "summary", None, 20, 192)
     assert len(rows) == len(chart) == 10 and list(chart.columns) == ["option", "gold weight"]
     assert request == {} and evidence == [] and "ndcg@10" in scores
+    # the answerer shown before anything is picked is the one the backend will use, not an empty box
+    answerers = [c for c in app.demo.blocks.values() if (getattr(c, "label", None) or "").startswith("answerer")]
+    assert [c.value for c in answerers] == ["likelihood"]
+    monkeypatch.setenv("CONVOHUB_LLM_BASE_URL", "http://127.0.0.1:9/v1")
+    assert load_script(ROOT / "spaces" / "wildchat_aqa" / "app.py").ANSWERER == "paper"
 
 
 @pytest.mark.slow

@@ -17,9 +17,13 @@ import gradio as gr
 
 from convohub.aqa.space import EVIDENCE_HEADERS, RANK_HEADERS, TYPED, AQAExplorer, example_questions
 from convohub.charts import ZERO_BASED, score_frame
+from convohub.llm.factory import ENV_BASE_URL
 
 DATASET = os.environ.get("CONVOHUB_DATASET", "convohub/wildchat-aqa")
 METHODS = ["probe", "rag", "no-context", "oracle", "cosine", "bm25", "random"]
+# what `aqa.methods.default_answerer` picks for the backend `_llm` will make, shown before the model loads:
+# the paper's prompt for an endpoint, option log-likelihoods for the local model
+ANSWERER = "paper" if os.environ.get(ENV_BASE_URL, "").strip() else "likelihood"
 
 
 @lru_cache(maxsize=1)
@@ -93,8 +97,8 @@ with gr.Blocks(title="WildChat-AQA explorer") as demo:
         options_in = gr.Textbox(label="options, one per line", value=options_for(_FIRST) if _FIRST != TYPED else "",
                                 lines=5, scale=2)
         with gr.Column():
-            answerer_in = gr.Dropdown(["likelihood", "small", "paper"], value=None,
-                                      label="answerer (default: likelihood offline, paper with an endpoint)")
+            answerer_in = gr.Dropdown(["likelihood", "small", "paper"], value=ANSWERER,
+                                      label="answerer (likelihood offline, paper with an endpoint)")
             k_in = gr.Slider(5, 100, value=20, step=5, label="k (retrieved conversations)")
             budget_in = gr.Slider(0, 8192, value=0, step=64,
                                   label="prompt budget (tokens of the answering model; 0: its default, 192 for "
