@@ -14,6 +14,7 @@ from typing import TYPE_CHECKING, Any
 
 from convohub.perqa.canonical import DEFAULT_START, generate_canonical
 from convohub.perqa.db import connect
+from convohub.perqa.expand import GeneratedTemplate
 from convohub.perqa.observable import observe
 from convohub.perqa.persona import REFERENCE_DATE, make_persona
 from convohub.perqa.questions import REFERENCE_DATE as REFERENCE_DATE_ISO
@@ -34,6 +35,8 @@ class PerQAConfig:
     seed: int = 0
     max_instances: int = 3  # bindings per template and persona
     templates: tuple[QuestionTemplate, ...] = TEMPLATES
+    #: LLM-written templates (:mod:`convohub.perqa.expand`), each in the split of the seeds it came from
+    generated: tuple[GeneratedTemplate, ...] = ()
 
     def __post_init__(self) -> None:
         if self.n_personas < 1:
@@ -87,6 +90,11 @@ def generate_perqa(config: PerQAConfig | None = None, llm: ChatBackend | None = 
     config = config or PerQAConfig()
     catalogue = make_catalogue(config.seed)
     template_split = split_templates(config.templates, config.seed)
+    clash = sorted({g.template.template_id for g in config.generated} & set(template_split))
+    if clash:
+        raise ValueError(f"generated template ids {clash} repeat seed template ids")
+    template_split.update({g.template.template_id: g.split for g in config.generated})
+    all_templates = (*config.templates, *(g.template for g in config.generated))
     out = []
     for index, (pid, split) in enumerate(persona_ids(config.n_personas)):
         persona = make_persona(derive_rng(config.seed, index, "persona"), catalogue)
@@ -94,7 +102,7 @@ def generate_perqa(config: PerQAConfig | None = None, llm: ChatBackend | None = 
         observable = observe(canonical, persona, config.seed, index, llm=llm)
         con = connect(canonical)
         try:
-            templates = [t for t in config.templates if template_split[t.template_id] == split]
+            templates = [t for t in all_templates if template_split[t.template_id] == split]
             questions = make_questions(pid, con, templates, config.seed, config.max_instances, REFERENCE_DATE_ISO)
         finally:
             con.close()
@@ -103,4 +111,25 @@ def generate_perqa(config: PerQAConfig | None = None, llm: ChatBackend | None = 
     provenance = (f"Generated offline by `convohub.perqa.generate_perqa(PerQAConfig(n_personas={config.n_personas}, "
                   f"start_date={config.start_date.isoformat()}, seed={config.seed}, "
                   f"max_instances={config.max_instances}))` ({how}).")
+    if config.generated:
+        made_by = ", ".join(sorted({g.made_by for g in config.generated}))
+        per_split = ", ".join(f"{s} {sum(g.split == s for g in config.generated)}" for s in SPLITS)
+        provenance += (f" Beside the {len(config.templates)} seed templates, {len(config.generated)} templates "
+                       f"written by {made_by} from them (`convohub reqap expand`; {per_split}), each kept after "
+                       "its SQL passed the whitelist and answered on its split's personas.")
     return PerQAData(out, provenance)
+
+
+def persona_databases(config: PerQAConfig, splits: tuple[str, ...], per_split: int | None = None
+                      ) -> dict[str, list[tuple[str, Any]]]:
+    """DuckDB databases of the canonical tables of (the first ``per_split``) personas of each split, exactly
+    as :func:`generate_perqa` builds them with ``config``: what new templates are checked on."""
+    catalogue = make_catalogue(config.seed)
+    out: dict[str, list[tuple[str, Any]]] = {s: [] for s in splits}
+    for index, (pid, split) in enumerate(persona_ids(config.n_personas)):
+        if split not in out or (per_split is not None and len(out[split]) >= per_split):
+            continue
+        persona = make_persona(derive_rng(config.seed, index, "persona"), catalogue)
+        out[split].append((pid, connect(generate_canonical(persona, catalogue, (config.seed, index),
+                                                           config.start_date))))
+    return out

@@ -4,7 +4,8 @@ The ``tiny`` profile generates the release-size PerQA offline (20 personas, ~6 y
 1,000+ questions; it builds in well under a minute). The ``paper`` profile converts the authors'
 release, found via ``--source`` or the ``CONVOHUB_PERQA_SOURCE`` environment variable. Calendar, mail
 and social-media texts come from convohub's templates unless ``CONVOHUB_PERQA_VERBALISER=llm`` asks the
-configured LLM backend to write them.
+configured LLM backend to write them, and ``CONVOHUB_PERQA_TEMPLATES=FILE`` adds the templates that
+``convohub reqap expand`` had an LLM write.
 """
 
 from __future__ import annotations
@@ -20,6 +21,8 @@ from convohub.scoring import Benchmark
 
 SOURCE_ENV = "CONVOHUB_PERQA_SOURCE"
 VERBALISER_ENV = "CONVOHUB_PERQA_VERBALISER"
+#: ``CONVOHUB_PERQA_TEMPLATES=FILE``: add the LLM-written templates of ``convohub reqap expand`` to a generated build
+TEMPLATES_ENV = "CONVOHUB_PERQA_TEMPLATES"
 
 
 def _build_dataset(ctx: Any, source: Path | None) -> Path:
@@ -33,7 +36,15 @@ def _build_dataset(ctx: Any, source: Path | None) -> Path:
     llm = ctx.llm if os.environ.get(VERBALISER_ENV, "templates") == "llm" else None
     if llm is None and os.environ.get(VERBALISER_ENV) == "llm":
         raise RuntimeError(f"{VERBALISER_ENV}=llm but no LLM backend is configured (CONVOHUB_LLM_BASE_URL)")
-    return build_perqa(ctx.target, ctx.repo, source=source, llm=llm)
+    config = None
+    if os.environ.get(TEMPLATES_ENV):
+        if source is not None:
+            raise ValueError(f"{TEMPLATES_ENV} adds templates to a generated PerQA; unset it to read {source}")
+        from convohub.perqa.expand import read_templates
+        from convohub.perqa.generate import PerQAConfig
+
+        config = PerQAConfig(generated=tuple(read_templates(Path(os.environ[TEMPLATES_ENV]))))
+    return build_perqa(ctx.target, ctx.repo, source=source, config=config, llm=llm)
 
 
 def _step_build(ctx: Any) -> dict[str, Any]:

@@ -13,6 +13,9 @@
 
 * ``distill``: QUD step pairs from a teacher LLM (in-context QUD, trees kept when their answer is right),
   for ``training/reqap_qud --pairs_path``. Exit 0, 1 when no pair was kept, 2 for a usage error.
+* ``expand``: new PerQA question templates written by an LLM from the seed templates, each SQL checked
+  against a whitelist and run on its split's personas (:mod:`convohub.perqa.expand`); a PerQA build adds
+  them with ``CONVOHUB_PERQA_TEMPLATES``. Exit 0, 1 when none was kept, 2 for a usage error.
 
 ``execute`` and ``evaluate`` run each tree/question in a worker process (:mod:`convohub.reqap.engine.worker`)
 with an OS address-space limit (``--worker-memory`` MiB over the worker's own baseline) and a hard time
@@ -35,7 +38,7 @@ from typing import Any
 
 from convohub.reqap.release.models import DEFAULT_HUB
 
-__all__ = ["add_cli", "render_tree", "run_ask", "run_distill", "run_evaluate", "run_execute"]
+__all__ = ["add_cli", "render_tree", "run_ask", "run_distill", "run_evaluate", "run_execute", "run_expand"]
 
 _EXAMPLE = ('APPLY(l=FILTER(l=RETRIEVE(query="running workouts"), '
             'filter=lambda attr: attr["workout_type"] == "running"), fct=len)')
@@ -63,6 +66,7 @@ def add_cli(subparsers: Any) -> argparse.ArgumentParser:
     _add_ask(sub)
     _add_evaluate(sub)
     _add_distill(sub)
+    _add_expand(sub)
     reqap.set_defaults(handler=lambda args: (reqap.print_help(), 2)[1])
     return reqap
 
@@ -229,10 +233,7 @@ def _add_distill(sub: Any) -> None:
     p.add_argument("--dataset", type=Path, required=True, help="built PerQA dataset folder")
     p.add_argument("--out", type=Path, required=True, help="JSONL of step pairs to write")
     p.add_argument("--splits", nargs="+", default=["train", "dev"], help="question splits (default: %(default)s)")
-    p.add_argument("--llm", metavar="SPEC", help="teacher LLM: endpoint:URL#MODEL, URL#MODEL, local:PATH or smollm2 "
-                   "(the offline local model) (default: $CONVOHUB_LLM_BASE_URL)")
-    p.add_argument("--llm-model", help="model name for an endpoint spec without #MODEL ($CONVOHUB_LLM_MODEL)")
-    p.add_argument("--llm-cache", type=Path, help="response cache folder ($CONVOHUB_LLM_CACHE_DIR)")
+    _add_llm(p, "teacher LLM")
     p.add_argument("--options", type=int, default=3, help="alternatives sampled per step (default: %(default)s)")
     p.add_argument("--max-trees", type=int, default=20, help="candidate trees executed per question (default: "
                    "%(default)s)")
@@ -245,20 +246,86 @@ def _add_distill(sub: Any) -> None:
     p.set_defaults(handler=run_distill)
 
 
+def _add_llm(p: argparse.ArgumentParser, role: str) -> None:
+    p.add_argument("--llm", metavar="SPEC", help=f"{role}: endpoint:URL#MODEL, URL#MODEL, local:PATH or smollm2 "
+                   "(the offline local model) (default: $CONVOHUB_LLM_BASE_URL)")
+    p.add_argument("--llm-model", help="model name for an endpoint spec without #MODEL ($CONVOHUB_LLM_MODEL)")
+    p.add_argument("--llm-cache", type=Path, help="response cache folder ($CONVOHUB_LLM_CACHE_DIR)")
+
+
+def _teacher(args: argparse.Namespace, command: str) -> Any:
+    """The LLM of ``--llm`` (else the environment's endpoint); a ValueError saying what to pass when none."""
+    from convohub.llm import backend_from_env, make_backend
+
+    if args.llm:
+        return make_backend(args.llm, model=args.llm_model, cache_dir=args.llm_cache)
+    backend = backend_from_env(**({"cache_dir": args.llm_cache} if args.llm_cache else {}))
+    if backend is None:
+        raise ValueError(f"{command} needs an LLM: --llm endpoint:URL#MODEL (or CONVOHUB_LLM_BASE_URL), "
+                         "or --llm smollm2 for the offline local model")
+    return backend
+
+
+def _add_expand(sub: Any) -> None:
+    p = sub.add_parser("expand", help="new PerQA question templates written by an LLM (the paper's path)",
+                       description="Show an LLM the columns of one canonical table and up to three seed templates of "
+                                   "one split that read it, and ask for a new question with its DuckDB SQL. A "
+                                   "proposal is kept when its SQL is one SELECT over canonical tables calling only "
+                                   "whitelisted functions, runs within its time and memory limits with external "
+                                   "access off, answers (non-empty) on the split's personas of a default PerQA "
+                                   "build, and repeats no question or SQL; it joins its seeds' split. Add the "
+                                   "kept templates to a build with CONVOHUB_PERQA_TEMPLATES=OUT convohub datasets "
+                                   "build perqa. Rejections are counted by reason in OUT.report.json.")
+    p.add_argument("--out", type=Path, required=True, help="JSONL of kept templates to write")
+    p.add_argument("--per-split", type=int, default=40, help="requests per split (default: %(default)s)")
+    p.add_argument("--splits", nargs="+", default=["train", "dev"], choices=["train", "dev", "test"],
+                   help="splits to grow (default: %(default)s)")
+    p.add_argument("--attempts", type=int, default=2, help="LLM calls per request at most (default: %(default)s)")
+    p.add_argument("--personas", type=int, default=2, help="personas per split a proposal runs on (default: "
+                   "%(default)s)")
+    p.add_argument("--seconds", type=float, default=5.0, help="time limit of one SQL run (default: %(default)s)")
+    p.add_argument("--seed", type=int, default=0, help="PerQA build seed the checks use (default: %(default)s)")
+    _add_llm(p, "LLM that writes the templates")
+    p.set_defaults(handler=run_expand)
+
+
+def run_expand(args: argparse.Namespace) -> int:
+    """Handler of ``reqap expand``."""
+    from convohub.perqa.expand import expand_templates, write_templates
+    from convohub.perqa.generate import PerQAConfig, persona_databases
+    from convohub.perqa.questions import split_templates
+    from convohub.perqa.templates import TEMPLATES
+
+    if args.per_split < 1 or args.attempts < 1 or args.personas < 1:
+        print("error: --per-split, --attempts and --personas must be at least 1", file=sys.stderr)
+        return 2
+    try:
+        backend = _teacher(args, "reqap expand")
+        config = PerQAConfig(seed=args.seed)
+        databases = persona_databases(config, tuple(args.splits), args.personas)
+        kept, report = expand_templates(TEMPLATES, split_templates(TEMPLATES, args.seed), databases, backend,
+                                        per_split=args.per_split, splits=tuple(args.splits), attempts=args.attempts,
+                                        seconds=args.seconds, seed=args.seed)
+    except (ValueError, FileNotFoundError) as err:
+        print(f"error: {err}", file=sys.stderr)
+        return 2
+    from convohub.hub import atomic_write_text
+
+    write_templates(args.out, kept)
+    atomic_write_text(args.out.with_suffix(".report.json"), json.dumps(report, indent=2) + "\n")
+    print(f"{report['requests']} requests, {report['calls']} calls: kept {report['kept_total']} "
+          f"({report['kept'] or 'none'}); rejected {report['rejections'] or 'none'}; {report['seconds']} s -> "
+          f"{args.out} (LLM: {report['made_by']})")
+    return 0 if kept else 1
+
+
 def run_distill(args: argparse.Namespace) -> int:
     """Handler of ``reqap distill``."""
-    from convohub.llm import backend_from_env, make_backend
     from convohub.reqap.components.qud import ICLDecomposer
     from convohub.reqap.data.qud import distill_pairs, write_pairs
 
     try:
-        if args.llm:
-            backend = make_backend(args.llm, model=args.llm_model, cache_dir=args.llm_cache)
-        else:
-            backend = backend_from_env(**({"cache_dir": args.llm_cache} if args.llm_cache else {}))
-        if backend is None:
-            raise ValueError("reqap distill needs a teacher LLM: --llm endpoint:URL#MODEL (or CONVOHUB_LLM_BASE_URL), "
-                             "or --llm smollm2 for the offline local model")
+        backend = _teacher(args, "reqap distill")
         decomposer = ICLDecomposer(backend, n_options=args.options)
         kept: dict[str, list[str]] = {}
         pairs, stats = distill_pairs(decomposer, args.dataset, tuple(args.splits), max_questions=args.max_questions,
