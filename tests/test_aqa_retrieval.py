@@ -362,3 +362,25 @@ def test_built_folder_index_is_cached_by_content(tmp_path, monkeypatch, caplog):
 
     fresh = context.build_index(first, "raw", cache=False)
     np.testing.assert_allclose(fresh.embeddings, built.embeddings, atol=1e-5)
+
+
+def test_index_cache_keeps_the_most_recently_used(tmp_path, monkeypatch):
+    import os
+
+    from convohub.aqa import context
+
+    monkeypatch.setenv("CONVOHUB_CACHE", str(tmp_path / "cache"))
+    root = context.index_cache_dir()
+    for age, name in enumerate(["new", "mid", "old", "oldest"]):
+        (root / name).mkdir(parents=True)
+        (root / name / "index.json").write_text("{}")
+        os.utime(root / name / "index.json", (1e9 - age * 100, 1e9 - age * 100))
+    (root / ".in-progress.tmp-1").mkdir()  # another process's unfinished write is never touched
+    context._mark_used(root / "oldest")  # loading an index counts as a use
+    assert sorted(p.name for p in context.prune_index_cache(keep=2, keep_current=root / "mid")) == ["old"]
+    assert sorted(p.name for p in root.iterdir()) == [".in-progress.tmp-1", "mid", "new", "oldest"]
+    monkeypatch.setenv("CONVOHUB_AQA_INDEX_KEEP", "1")
+    assert [p.name for p in context.prune_index_cache()] == ["new", "mid"]
+    monkeypatch.setenv("CONVOHUB_AQA_INDEX_KEEP", "none")
+    with pytest.raises(ValueError, match="CONVOHUB_AQA_INDEX_KEEP"):
+        context.prune_index_cache()

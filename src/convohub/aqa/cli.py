@@ -16,7 +16,8 @@ a leaderboard submission for ``convohub evaluate wildchat-aqa``. The LLM is ``--
 
 The retrieval index of a folder's corpus is built once (embedding every document with all-MiniLM-L6-v2) and
 kept under ``$CONVOHUB_CACHE/aqa-index`` (default ``~/.cache/convohub/aqa-index``), keyed by the corpus
-files' bytes and the encoder; a rebuilt dataset gets a new index. Delete that folder to reclaim the space.
+files' bytes and the encoder; a rebuilt dataset gets a new index. The 8 most recently used indexes are kept
+(``CONVOHUB_AQA_INDEX_KEEP=N`` for another number); delete the folder to reclaim all of the space.
 """
 
 from __future__ import annotations

@@ -260,7 +260,8 @@ def build_index(dataset_dir: Any, context: str = "summary", *, with_bm25: bool =
     time (every ``aqa evaluate``, release step and Space start would otherwise embed the whole corpus again:
     seconds on the sample, hours on WildChat-1M). The key (:func:`index_key`) covers the corpus files' bytes,
     the encoder's weights and the chunking, so a rebuilt dataset or another encoder gets its own index. An
-    unreadable cached index is rebuilt; a cache folder that cannot be written only costs the saving.
+    unreadable cached index is rebuilt; a cache folder that cannot be written only costs the saving. Only the
+    ``$CONVOHUB_AQA_INDEX_KEEP`` (default 8) most recently used indexes are kept (:func:`prune_index_cache`).
     """
     from convohub.aqa.questions import load_corpus
     from convohub.aqa.retrieval import conversation_documents
@@ -268,7 +269,9 @@ def build_index(dataset_dir: Any, context: str = "summary", *, with_bm25: bool =
     folder = index_cache_dir() / index_key(dataset_dir, context, with_bm25=with_bm25) if cache else None
     if folder is not None and (folder / "index.json").is_file():
         try:
-            return RetrievalIndex.load(folder)
+            index = RetrievalIndex.load(folder)
+            _mark_used(folder)
+            return index
         except (OSError, ValueError, KeyError) as err:
             logger.warning("cached AQA index %s is unreadable (%s); building it again", folder, err)
     documents = conversation_documents(load_corpus(dataset_dir, context), context)  # type: ignore[arg-type]
@@ -278,9 +281,50 @@ def build_index(dataset_dir: Any, context: str = "summary", *, with_bm25: bool =
     if folder is not None:
         try:
             index.save(folder)
+            prune_index_cache(keep_current=folder)
         except OSError as err:
             logger.warning("could not cache the AQA index in %s (%s); it will be built again next time", folder, err)
     return index
+
+
+KEEP_ENV = "CONVOHUB_AQA_INDEX_KEEP"
+
+
+def _mark_used(folder: Path) -> None:
+    import contextlib
+
+    with contextlib.suppress(OSError):  # a read-only cache still serves the index
+        (folder / "index.json").touch()
+
+
+def prune_index_cache(keep: int | None = None, keep_current: Path | None = None) -> list[Path]:
+    """Delete all but the ``keep`` most recently used cached indexes (``$CONVOHUB_AQA_INDEX_KEEP``, default 8;
+    use = written or loaded), never ``keep_current``; returns what was deleted. One corpus per rebuilt dataset
+    adds an index, and at WildChat-1M scale each is gigabytes."""
+    import os
+    import shutil
+
+    if keep is None:
+        raw = os.environ.get(KEEP_ENV, "8")
+        if not raw.isdigit() or int(raw) < 1:
+            raise ValueError(f"{KEEP_ENV} must be a positive integer, got {raw!r}")
+        keep = int(raw)
+    root = index_cache_dir()
+    if not root.is_dir():
+        return []
+
+    def last_used(folder: Path) -> float:
+        try:
+            return (folder / "index.json").stat().st_mtime
+        except OSError:
+            return 0.0  # a half-written or foreign folder goes first
+
+    folders = sorted((f for f in root.iterdir() if f.is_dir() and not f.name.startswith(".")), key=last_used,
+                     reverse=True)
+    doomed = [f for f in folders[keep:] if keep_current is None or f.resolve() != Path(keep_current).resolve()]
+    for folder in doomed:
+        shutil.rmtree(folder, ignore_errors=True)
+    return doomed
 
 
 def index_cache_dir() -> Path:
