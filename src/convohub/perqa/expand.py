@@ -244,8 +244,13 @@ def validate(text: str, split: str, pool: _Pool) -> QuestionTemplate:
         raise ValueError("duplicate: repeats a seed or kept template")
     answered = 0
     for persona_id, db in pool.databases[split]:
-        found = run_bounded(db, lambda db=db, persona_id=persona_id: make_questions(
-            persona_id, db, [template], pool.seed, 1, REFERENCE_DATE), pool.seconds)
+        try:
+            found = run_bounded(db, lambda db=db, persona_id=persona_id: make_questions(
+                persona_id, db, [template], pool.seed, 1, REFERENCE_DATE), pool.seconds)
+        except (ValueError, KeyError, TypeError) as exc:  # e.g. a bind query without the variables' columns
+            if isinstance(exc, ValueError) and str(exc).startswith(("time limit", "SQL error")):
+                raise
+            raise ValueError(f"bad template: {exc}"[:160]) from exc
         answered += bool(found)
         if answered >= pool.min_personas:
             break
