@@ -166,3 +166,18 @@ def test_cli_writes_the_kept_templates_and_the_report(tmp_path: Path, monkeypatc
     assert len(kept) == 1 and kept[0].split == "dev"  # the second answer repeats the first
     assert report["requests"] == 2 and report["rejections"] == {"duplicate": 2}  # 2 tries of the second request
     assert "kept 1" in capsys.readouterr().out
+
+
+def test_a_resumed_release_rebuilds_perqa_when_the_added_templates_change(tmp_path: Path, monkeypatch) -> None:
+    from convohub.perqa.system import SYSTEM
+    from convohub.release import _inputs_digest
+
+    step = SYSTEM.steps[0]
+    monkeypatch.delenv("CONVOHUB_PERQA_TEMPLATES", raising=False)
+    without = _inputs_digest(step, None)
+    path = tmp_path / "t.jsonl"
+    path.write_text("")
+    monkeypatch.setenv("CONVOHUB_PERQA_TEMPLATES", str(path))
+    empty = _inputs_digest(step, None)
+    path.write_text("{}\n")
+    assert len({without, empty, _inputs_digest(step, None)}) == 3
