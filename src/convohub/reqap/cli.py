@@ -299,16 +299,19 @@ def run_expand(args: argparse.Namespace) -> int:
     if args.per_split < 1 or args.attempts < 1 or args.personas < 1:
         print("error: --per-split, --attempts and --personas must be at least 1", file=sys.stderr)
         return 2
+    databases: dict[str, list[tuple[str, Any]]] = {}
     try:
         backend = _teacher(args, "reqap expand")
-        config = PerQAConfig(seed=args.seed)
-        databases = persona_databases(config, tuple(args.splits), args.personas)
+        databases = persona_databases(PerQAConfig(seed=args.seed), tuple(args.splits), args.personas)
         kept, report = expand_templates(TEMPLATES, split_templates(TEMPLATES, args.seed), databases, backend,
                                         per_split=args.per_split, splits=tuple(args.splits), attempts=args.attempts,
                                         seconds=args.seconds, seed=args.seed)
     except (ValueError, FileNotFoundError) as err:
         print(f"error: {err}", file=sys.stderr)
         return 2
+    finally:
+        for db in (db for dbs in databases.values() for _, db in dbs):
+            db.close()
     from convohub.hub import atomic_write_text
 
     write_templates(args.out, kept)
