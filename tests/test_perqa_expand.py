@@ -94,15 +94,18 @@ def test_expansion_keeps_what_validates_and_counts_every_rejection() -> None:
                   "SELECT DISTINCT workout_type AS kind FROM workout"),  # kept, with a bind query
         _proposal("How far was my longest {sport}?", "SELECT MAX(distance) FROM workout WHERE workout_type = {sport}",
                   "SELECT DISTINCT workout_type FROM workout"),  # the bind query names no column sport
+        _proposal("Which pairs of workouts?", "SELECT a.id FROM workout a, workout b"),  # too big to hold
+        json.dumps({"question": "How many songs?", "sql": "SELECT COUNT(*) FROM music_stream",
+                    "categories": ["fun"]}),  # no known category: not guessed
     ])
     backend = Replies(lambda text: next(answers, "no"))
     split_of = split_templates(TEMPLATES, CONFIG.seed)
     dbs = persona_databases(CONFIG, ("train", "dev"), 1)
-    kept, report = expand_templates(TEMPLATES, split_of, dbs, backend, per_split=5, attempts=1, seed=CONFIG.seed)
+    kept, report = expand_templates(TEMPLATES, split_of, dbs, backend, per_split=6, attempts=1, seed=CONFIG.seed)
     assert [g.template.question for g in kept] == [NEW_QUESTION, "How many {kind} workouts?"]
     assert report["rejections"] == {"not JSON": 2, "unsafe SQL": 1, "empty answer": 2, "duplicate": 2,
-                                    "bad template": 1}  # the tenth request gets "no"
-    assert report["requests"] == report["calls"] == 10 and report["kept_total"] == 2
+                                    "bad template": 2, "too many rows": 1}  # the twelfth request gets "no"
+    assert report["requests"] == report["calls"] == 12 and report["kept_total"] == 2
     for g in kept:  # a template joins the split of the seeds it was shown
         assert g.seeds and {split_of[s] for s in g.seeds} == {g.split}
         assert g.template.template_id.startswith(f"gen_{g.split}_") and g.made_by == backend.name

@@ -40,7 +40,15 @@ from pathlib import Path
 from typing import Any
 
 from convohub.perqa.canonical import SCHEMAS
-from convohub.perqa.questions import REFERENCE_DATE, make_questions, resolve_sql
+from convohub.perqa.questions import (
+    REFERENCE_DATE,
+    answer_query,
+    bindings,
+    gold_answers,
+    instantiate,
+    is_empty_answer,
+    resolve_sql,
+)
 from convohub.perqa.templates import CATEGORIES, QuestionTemplate
 
 __all__ = ["FUNCTIONS", "GeneratedTemplate", "expand_templates", "expansion_messages", "read_templates",
@@ -54,6 +62,10 @@ FUNCTIONS = frozenset({
     "unnest", "year", "month", "day", "hour", "week", "quarter", "dayname", "monthname", "dayofweek",
     "dayofmonth", "date_diff", "date_trunc", "date_part", "to_days", "to_hours", "to_months",
 })
+#: Rows a bind query or a question's SQL may return in a check (a person's answers are a few values or a list).
+MAX_ROWS = 10_000
+#: Bindings tried per persona, as many as a build asks (``PerQAConfig.max_instances``).
+MAX_BINDINGS = 3
 _SQL_TYPES = {"str": "VARCHAR", "int": "BIGINT", "float": "DOUBLE", "bool": "BOOLEAN", "list": "VARCHAR[]"}
 _FIELDS = ("question", "sql")
 
@@ -218,7 +230,9 @@ def _template(value: Mapping[str, Any], split: str) -> QuestionTemplate:
     if isinstance(categories, str):
         categories = [categories]
     categories = tuple(dict.fromkeys(str(c).strip().lower() for c in categories if str(c).strip().lower()
-                                     in CATEGORIES)) or ("aggregation",)
+                                     in CATEGORIES))
+    if not categories:  # per-category scores read them: no guessing
+        raise ValueError(f"bad template: no category of {', '.join(CATEGORIES)}")
     bind = value.get("bind")
     bind = bind.strip() if isinstance(bind, str) and bind.strip() else None
     sql = value["sql"].strip().rstrip(";")
@@ -227,6 +241,25 @@ def _template(value: Mapping[str, Any], split: str) -> QuestionTemplate:
         return QuestionTemplate(f"gen_{split}_{digest}", value["question"].strip(), sql, categories, bind)
     except (ValueError, KeyError, IndexError) as exc:  # braces that are not variables, a bind missing
         raise ValueError(f"bad template: {exc}"[:120]) from exc
+
+
+def _count_rows(db: Any, sql: str) -> None:
+    """Refuse a result too big to hold: DuckDB's memory limit does not cover the rows handed to Python."""
+    rows = db.execute(f"SELECT count(*) FROM ({sql})").fetchone()[0]
+    if rows > MAX_ROWS:
+        raise ValueError(f"too many rows: {rows:,} (at most {MAX_ROWS:,})")
+
+
+def _answers(template: QuestionTemplate, db: Any, persona_id: str, seed: int) -> bool:
+    """Whether the template answers (non-empty) for some binding of this persona, as a build would ask it."""
+    if template.bind:
+        _count_rows(db, resolve_sql(template.bind))
+    for binding in bindings(template, db, seed, persona_id, MAX_BINDINGS, REFERENCE_DATE):
+        sql = resolve_sql(instantiate(template, binding)[1])
+        _count_rows(db, answer_query(sql))
+        if not is_empty_answer(gold_answers(db, sql)):
+            return True
+    return False
 
 
 def validate(text: str, split: str, pool: _Pool) -> QuestionTemplate:
@@ -245,13 +278,12 @@ def validate(text: str, split: str, pool: _Pool) -> QuestionTemplate:
     answered = 0
     for persona_id, db in pool.databases[split]:
         try:
-            found = run_bounded(db, lambda db=db, persona_id=persona_id: make_questions(
-                persona_id, db, [template], pool.seed, 1, REFERENCE_DATE), pool.seconds)
+            answered += run_bounded(db, lambda db=db, persona_id=persona_id: _answers(template, db, persona_id,
+                                                                                      pool.seed), pool.seconds)
         except (ValueError, KeyError, TypeError) as exc:  # e.g. a bind query without the variables' columns
-            if isinstance(exc, ValueError) and str(exc).startswith(("time limit", "SQL error")):
+            if isinstance(exc, ValueError) and str(exc).startswith(("time limit", "SQL error", "too many rows")):
                 raise
             raise ValueError(f"bad template: {exc}"[:160]) from exc
-        answered += bool(found)
         if answered >= pool.min_personas:
             break
     if answered < pool.min_personas:

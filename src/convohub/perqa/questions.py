@@ -55,11 +55,17 @@ def json_value(value: Any) -> Any:
     return value
 
 
+def answer_query(sql: str, reference_date: str = REFERENCE_DATE) -> str:
+    """The query :func:`gold_answers` runs: the reference date filled in and a final LIMIT 1 dropped (ties)."""
+    query = resolve_sql(sql, reference_date)
+    return _LIMIT_1.sub("", query)
+
+
 def gold_answers(con: duckdb.DuckDBPyConnection, sql: str, reference_date: str = REFERENCE_DATE) -> list[Any]:
     """Run ``sql`` and apply the LIMIT 1 tie rule; returns the de-duplicated first-column values."""
     query = resolve_sql(sql, reference_date)
     tied = _LIMIT_1.search(query) is not None
-    rows = con.execute(_LIMIT_1.sub("", query) if tied else query).fetchall()
+    rows = con.execute(answer_query(sql, reference_date)).fetchall()
     if tied and rows:
         top = rows[0][-1]
         rows = [r for r in rows if r[-1] == top]
