@@ -158,12 +158,13 @@ def test_cli_needs_an_llm_and_rejects_bad_counts(tmp_path: Path, monkeypatch, ca
 def test_cli_writes_the_kept_templates_and_the_report(tmp_path: Path, monkeypatch, capsys) -> None:
     import convohub.reqap.cli as reqap_cli
 
-    monkeypatch.setattr(reqap_cli, "_teacher", lambda args, command: Replies(lambda text: _proposal(
-        "How many birthdays have I celebrated?",
-        "SELECT COUNT(*) FROM annual_celebration WHERE celebration = 'birthday'")))
+    backend = Replies(lambda text: _proposal("How many birthdays have I celebrated?",
+                                             "SELECT COUNT(*) FROM annual_celebration WHERE celebration = 'birthday'"))
+    monkeypatch.setattr(reqap_cli, "_teacher", lambda args, command: backend)
     out = tmp_path / "t.jsonl"
-    assert cli_main(["reqap", "expand", "--out", str(out), "--per-split", "2", "--splits", "dev",
-                     "--personas", "1"]) == 0
+    argv = ["reqap", "expand", "--out", str(out), "--per-split", "2", "--splits", "dev", "--personas", "1"]
+    assert cli_main(argv) == 0 and backend.calls == 3
+    assert cli_main(argv) == 0 and backend.calls == 3  # a second run answers from OUT.work/llm-cache
     kept = read_templates(out)
     report = json.loads(out.with_suffix(".report.json").read_text())
     assert len(kept) == 1 and kept[0].split == "dev"  # the second answer repeats the first

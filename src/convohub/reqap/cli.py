@@ -229,7 +229,8 @@ def _add_distill(sub: Any) -> None:
                                    "candidate trees are executed (BM25 + key lookup) and the trees whose answer "
                                    "matches the gold answer are kept (else within 10%%, then 20%%, then any tree "
                                    "that ran); one training pair per decomposition step, de-duplicated. The JSONL "
-                                   "feeds training/reqap_qud (--pairs_path); counts go to OUT.stats.json.")
+                                   "feeds training/reqap_qud (--pairs_path); counts go to OUT.stats.json; LLM answers "
+                                   "are cached in OUT.work/llm-cache unless --llm-cache names a folder.")
     p.add_argument("--dataset", type=Path, required=True, help="built PerQA dataset folder")
     p.add_argument("--out", type=Path, required=True, help="JSONL of step pairs to write")
     p.add_argument("--splits", nargs="+", default=["train", "dev"], help="question splits (default: %(default)s)")
@@ -266,6 +267,14 @@ def _teacher(args: argparse.Namespace, command: str) -> Any:
     return backend
 
 
+def _cached_teacher(args: argparse.Namespace, command: str) -> Any:
+    """:func:`_teacher` behind a response cache: ``--llm-cache`` (or ``$CONVOHUB_LLM_CACHE_DIR``) when named,
+    else ``OUT.work/llm-cache`` beside the output, so a killed run repeats no finished LLM call."""
+    from convohub.stages import cached
+
+    return cached(_teacher(args, command), args.out.with_name(args.out.name + ".work"))
+
+
 def _add_expand(sub: Any) -> None:
     p = sub.add_parser("expand", help="new PerQA question templates written by an LLM (the paper's path)",
                        description="Show an LLM the columns of one canonical table and up to three seed templates of "
@@ -275,7 +284,9 @@ def _add_expand(sub: Any) -> None:
                                    "access off, answers (non-empty) on the split's personas of a default PerQA "
                                    "build, and repeats no question or SQL; it joins its seeds' split. Add the "
                                    "kept templates to a build with CONVOHUB_PERQA_TEMPLATES=OUT convohub datasets "
-                                   "build perqa. Rejections are counted by reason in OUT.report.json.")
+                                   "build perqa. Rejections are counted by reason in OUT.report.json; LLM answers "
+                                   "are cached in OUT.work/llm-cache unless --llm-cache names a folder, so a killed "
+                                   "run repeats no finished call.")
     p.add_argument("--out", type=Path, required=True, help="JSONL of kept templates to write")
     p.add_argument("--per-split", type=int, default=40, help="requests per split (default: %(default)s)")
     p.add_argument("--splits", nargs="+", default=["train", "dev"], choices=["train", "dev", "test"],
@@ -301,7 +312,7 @@ def run_expand(args: argparse.Namespace) -> int:
         return 2
     databases: dict[str, list[tuple[str, Any]]] = {}
     try:
-        backend = _teacher(args, "reqap expand")
+        backend = _cached_teacher(args, "reqap expand")
         databases = persona_databases(PerQAConfig(seed=args.seed), tuple(args.splits), args.personas)
         kept, report = expand_templates(TEMPLATES, split_templates(TEMPLATES, args.seed), databases, backend,
                                         per_split=args.per_split, splits=tuple(args.splits), attempts=args.attempts,
@@ -328,7 +339,7 @@ def run_distill(args: argparse.Namespace) -> int:
     from convohub.reqap.data.qud import distill_pairs, write_pairs
 
     try:
-        backend = _teacher(args, "reqap distill")
+        backend = _cached_teacher(args, "reqap distill")
         decomposer = ICLDecomposer(backend, n_options=args.options)
         kept: dict[str, list[str]] = {}
         pairs, stats = distill_pairs(decomposer, args.dataset, tuple(args.splits), max_questions=args.max_questions,
