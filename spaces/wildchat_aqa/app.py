@@ -17,13 +17,13 @@ import gradio as gr
 
 from convohub.aqa.space import EVIDENCE_HEADERS, RANK_HEADERS, TYPED, AQAExplorer, example_questions
 from convohub.charts import ZERO_BASED, score_frame
-from convohub.llm.factory import ENV_BASE_URL
+from convohub.llm.factory import configured_base_url
 
 DATASET = os.environ.get("CONVOHUB_DATASET", "convohub/wildchat-aqa")
 METHODS = ["probe", "rag", "no-context", "oracle", "cosine", "bm25", "random"]
 # what `aqa.methods.default_answerer` picks for the backend `_llm` will make, shown before the model loads:
 # the paper's prompt for an endpoint, option log-likelihoods for the local model
-ANSWERER = "paper" if os.environ.get(ENV_BASE_URL, "").strip() else "likelihood"
+ANSWERER = "paper" if configured_base_url() else "likelihood"
 
 
 @lru_cache(maxsize=1)

@@ -133,6 +133,11 @@ def make_backend(
     return backend
 
 
+def configured_base_url() -> str | None:
+    """``CONVOHUB_LLM_BASE_URL`` when set (not blank): an endpoint is configured and LLM steps use it."""
+    return _env(ENV_BASE_URL)
+
+
 def backend_from_env(**kw: Any) -> ChatBackend | None:
     """The backend configured by ``CONVOHUB_LLM_*`` variables, or None when none is configured.
 
@@ -140,7 +145,7 @@ def backend_from_env(**kw: Any) -> ChatBackend | None:
     environment (URL without a model) raises with the variable to set. ``CONVOHUB_LLM_CACHE_DIR`` adds a
     response cache unless ``cache_dir=`` is passed explicitly.
     """
-    base = _env(ENV_BASE_URL)
+    base = configured_base_url()
     if base is None:
         return None
     kw.setdefault("cache_dir", _env(ENV_CACHE_DIR))

@@ -42,7 +42,6 @@ from typing import Any
 from convohub.perqa.canonical import SCHEMAS
 from convohub.perqa.questions import (
     REFERENCE_DATE,
-    answer_query,
     bindings,
     gold_answers,
     instantiate,
@@ -51,7 +50,7 @@ from convohub.perqa.questions import (
 )
 from convohub.perqa.templates import CATEGORIES, QuestionTemplate
 
-__all__ = ["FUNCTIONS", "GeneratedTemplate", "expand_templates", "expansion_messages", "read_templates",
+__all__ = ["FUNCTIONS", "GeneratedTemplate", "expand_templates", "sql_nodes", "expansion_messages", "read_templates",
            "run_bounded", "sql_tables", "write_templates"]
 
 #: Functions a generated SQL may call: those of the seed templates (operators, aggregates, date parts) and
@@ -87,7 +86,8 @@ class GeneratedTemplate:
 
 
 # ------------------------------------------------------------------------------------------ SQL checks
-def _walk(node: Any) -> Iterable[dict[str, Any]]:
+def sql_nodes(node: Any) -> Iterable[dict[str, Any]]:
+    """Every object below a ``json_serialize_sql`` tree (expressions, table refs, modifiers), in no order."""
     stack = [node]
     while stack:
         item = stack.pop()
@@ -112,7 +112,7 @@ def sql_tables(con: Any, sql: str) -> set[str]:
     is a single SELECT over canonical tables that calls only :data:`FUNCTIONS` (no CTEs, table functions,
     window functions or schema-qualified names)."""
     tables: set[str] = set()
-    for item in _walk(_serialized(con, sql)):
+    for item in sql_nodes(_serialized(con, sql)):
         if (item.get("cte_map") or {}).get("map"):
             raise ValueError("unsafe SQL: WITH clauses are not in the seed vocabulary")
         kind = item.get("type")
@@ -243,21 +243,13 @@ def _template(value: Mapping[str, Any], split: str) -> QuestionTemplate:
         raise ValueError(f"bad template: {exc}"[:120]) from exc
 
 
-def _count_rows(db: Any, sql: str) -> None:
-    """Refuse a result too big to hold: DuckDB's memory limit does not cover the rows handed to Python."""
-    rows = db.execute(f"SELECT count(*) FROM ({sql})").fetchone()[0]
-    if rows > MAX_ROWS:
-        raise ValueError(f"too many rows: {rows:,} (at most {MAX_ROWS:,})")
-
-
 def _answers(template: QuestionTemplate, db: Any, persona_id: str, seed: int) -> bool:
-    """Whether the template answers (non-empty) for some binding of this persona, as a build would ask it."""
-    if template.bind:
-        _count_rows(db, resolve_sql(template.bind))
-    for binding in bindings(template, db, seed, persona_id, MAX_BINDINGS, REFERENCE_DATE):
-        sql = resolve_sql(instantiate(template, binding)[1])
-        _count_rows(db, answer_query(sql))
-        if not is_empty_answer(gold_answers(db, sql)):
+    """Whether the template answers (non-empty) for some binding of this persona, as a build would ask it;
+    results over :data:`MAX_ROWS` are refused unread (DuckDB's memory limit does not cover rows handed to
+    Python)."""
+    for binding in bindings(template, db, seed, persona_id, MAX_BINDINGS, REFERENCE_DATE, max_rows=MAX_ROWS):
+        sql = instantiate(template, binding)[1]
+        if not is_empty_answer(gold_answers(db, sql, REFERENCE_DATE, max_rows=MAX_ROWS)):
             return True
     return False
 

@@ -85,6 +85,12 @@ def persona_ids(n: int) -> list[tuple[str, str]]:
     return out
 
 
+def _persona_events(config: PerQAConfig, catalogue: Any, index: int) -> tuple[dict[str, Any], list[dict[str, Any]]]:
+    """The ``index``-th persona of a build and its canonical events (seeded by the build's seed and index)."""
+    persona = make_persona(derive_rng(config.seed, index, "persona"), catalogue)
+    return persona, generate_canonical(persona, catalogue, (config.seed, index), config.start_date)
+
+
 def generate_perqa(config: PerQAConfig | None = None, llm: ChatBackend | None = None) -> PerQAData:
     """Generate a PerQA offline (``llm`` optionally writes the calendar/mail/social-media texts)."""
     config = config or PerQAConfig()
@@ -97,8 +103,7 @@ def generate_perqa(config: PerQAConfig | None = None, llm: ChatBackend | None = 
     all_templates = (*config.templates, *(g.template for g in config.generated))
     out = []
     for index, (pid, split) in enumerate(persona_ids(config.n_personas)):
-        persona = make_persona(derive_rng(config.seed, index, "persona"), catalogue)
-        canonical = generate_canonical(persona, catalogue, (config.seed, index), config.start_date)
+        persona, canonical = _persona_events(config, catalogue, index)
         observable = observe(canonical, persona, config.seed, index, llm=llm)
         con = connect(canonical)
         try:
@@ -129,7 +134,5 @@ def persona_databases(config: PerQAConfig, splits: tuple[str, ...], per_split: i
     for index, (pid, split) in enumerate(persona_ids(config.n_personas)):
         if split not in out or (per_split is not None and len(out[split]) >= per_split):
             continue
-        persona = make_persona(derive_rng(config.seed, index, "persona"), catalogue)
-        out[split].append((pid, connect(generate_canonical(persona, catalogue, (config.seed, index),
-                                                           config.start_date))))
+        out[split].append((pid, connect(_persona_events(config, catalogue, index)[1])))
     return out

@@ -55,17 +55,24 @@ def json_value(value: Any) -> Any:
     return value
 
 
-def answer_query(sql: str, reference_date: str = REFERENCE_DATE) -> str:
-    """The query :func:`gold_answers` runs: the reference date filled in and a final LIMIT 1 dropped (ties)."""
-    query = resolve_sql(sql, reference_date)
-    return _LIMIT_1.sub("", query)
+def fetch_rows(cursor: Any, max_rows: int | None) -> list[Any]:
+    """Every row of an executed query; with ``max_rows``, ValueError ``too many rows`` past that many, read
+    without holding more than one row over the bound (a query someone else wrote may return millions)."""
+    if max_rows is None:
+        return cursor.fetchall()
+    rows = cursor.fetchmany(max_rows + 1)
+    if len(rows) > max_rows:
+        raise ValueError(f"too many rows: more than {max_rows:,}")
+    return rows
 
 
-def gold_answers(con: duckdb.DuckDBPyConnection, sql: str, reference_date: str = REFERENCE_DATE) -> list[Any]:
-    """Run ``sql`` and apply the LIMIT 1 tie rule; returns the de-duplicated first-column values."""
+def gold_answers(con: duckdb.DuckDBPyConnection, sql: str, reference_date: str = REFERENCE_DATE,
+                 max_rows: int | None = None) -> list[Any]:
+    """Run ``sql`` and apply the LIMIT 1 tie rule; returns the de-duplicated first-column values
+    (``max_rows``: see :func:`fetch_rows`)."""
     query = resolve_sql(sql, reference_date)
     tied = _LIMIT_1.search(query) is not None
-    rows = con.execute(answer_query(sql, reference_date)).fetchall()
+    rows = fetch_rows(con.execute(_LIMIT_1.sub("", query) if tied else query), max_rows)
     if tied and rows:
         top = rows[0][-1]
         rows = [r for r in rows if r[-1] == top]
@@ -96,8 +103,10 @@ def sql_literal(value: Any) -> str:
 
 
 def bindings(template: QuestionTemplate, con: duckdb.DuckDBPyConnection, seed: int, persona_id: str,
-             max_instances: int, reference_date: str = REFERENCE_DATE) -> list[dict[str, Any]]:
-    """Up to ``max_instances`` variable bindings for one persona, drawn reproducibly from the bind query."""
+             max_instances: int, reference_date: str = REFERENCE_DATE, max_rows: int | None = None
+             ) -> list[dict[str, Any]]:
+    """Up to ``max_instances`` variable bindings for one persona, drawn reproducibly from the bind query
+    (``max_rows``: see :func:`fetch_rows`)."""
     if not template.variables:
         return [{}]
     cursor = con.execute(resolve_sql(template.bind or "", reference_date))
@@ -105,7 +114,7 @@ def bindings(template: QuestionTemplate, con: duckdb.DuckDBPyConnection, seed: i
     missing = set(template.variables) - set(names)
     if missing:
         raise ValueError(f"template {template.template_id}: bind query lacks columns {sorted(missing)}")
-    rows = [dict(zip(names, r, strict=True)) for r in cursor.fetchall()]
+    rows = [dict(zip(names, r, strict=True)) for r in fetch_rows(cursor, max_rows)]
     rows = [r for r in rows if all(r[v] is not None and r[v] != "" for v in template.variables)]
     rng = derive_rng(seed, persona_id, template.template_id)
     return rng.sample(rows, min(max_instances, len(rows)))

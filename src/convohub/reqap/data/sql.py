@@ -17,6 +17,8 @@ import json
 from collections.abc import Iterable, Mapping
 from typing import Any
 
+from convohub.perqa.expand import sql_nodes
+
 __all__ = ["TEMPORAL_COLUMNS", "gold_canonical_ids", "gold_observable_ids", "retrieval_sql"]
 
 #: Columns a tree handles with its own FILTERs: conditions on them are not RETRIEVE's business.
@@ -27,30 +29,12 @@ TEMPORAL_COLUMNS = frozenset({"start_date", "start_time", "end_date", "end_time"
 
 def _columns(node: Any) -> set[str]:
     """Every column name referenced below a serialized expression."""
-    found: set[str] = set()
-    stack = [node]
-    while stack:
-        item = stack.pop()
-        if isinstance(item, dict):
-            if item.get("class") == "COLUMN_REF":
-                found.update(str(c) for c in item.get("column_names", []))
-            stack.extend(item.values())
-        elif isinstance(item, list):
-            stack.extend(item)
-    return found
+    return {str(c) for item in sql_nodes(node) if item.get("class") == "COLUMN_REF"
+            for c in item.get("column_names", [])}
 
 
 def _has_subquery(node: Any) -> bool:
-    stack = [node]
-    while stack:
-        item = stack.pop()
-        if isinstance(item, dict):
-            if item.get("class") == "SUBQUERY":
-                return True
-            stack.extend(item.values())
-        elif isinstance(item, list):
-            stack.extend(item)
-    return False
+    return any(item.get("class") == "SUBQUERY" for item in sql_nodes(node))
 
 
 def _conjuncts(where: Any) -> list[Any]:
