@@ -11,7 +11,7 @@ and are inferred from the values otherwise (the authors' released tables).
 from __future__ import annotations
 
 from collections import defaultdict
-from collections.abc import Iterable, Mapping
+from collections.abc import Iterable, Iterator, Mapping
 from datetime import date, datetime, time
 from typing import Any
 
@@ -86,3 +86,15 @@ def connect(canonical: Iterable[Mapping[str, Any]]) -> duckdb.DuckDBPyConnection
         con.register(f"_arrow_{event_type}", table)
         con.execute(f'CREATE VIEW "{event_type}" AS SELECT * FROM "_arrow_{event_type}"')
     return con
+
+
+def sql_nodes(node: Any) -> Iterator[dict[str, Any]]:
+    """Every object below a ``json_serialize_sql`` tree (expressions, table refs, modifiers), in no order."""
+    stack = [node]
+    while stack:
+        item = stack.pop()
+        if isinstance(item, dict):
+            yield item
+            stack.extend(item.values())
+        elif isinstance(item, list):
+            stack.extend(item)

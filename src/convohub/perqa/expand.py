@@ -34,12 +34,13 @@ import json
 import re
 import threading
 from collections import Counter
-from collections.abc import Callable, Iterable, Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 from convohub.perqa.canonical import SCHEMAS
+from convohub.perqa.db import sql_nodes
 from convohub.perqa.questions import (
     REFERENCE_DATE,
     bindings,
@@ -50,7 +51,7 @@ from convohub.perqa.questions import (
 )
 from convohub.perqa.templates import CATEGORIES, QuestionTemplate
 
-__all__ = ["FUNCTIONS", "GeneratedTemplate", "expand_templates", "sql_nodes", "expansion_messages", "read_templates",
+__all__ = ["FUNCTIONS", "GeneratedTemplate", "expand_templates", "expansion_messages", "read_templates",
            "run_bounded", "sql_tables", "write_templates"]
 
 #: Functions a generated SQL may call: those of the seed templates (operators, aggregates, date parts) and
@@ -86,18 +87,6 @@ class GeneratedTemplate:
 
 
 # ------------------------------------------------------------------------------------------ SQL checks
-def sql_nodes(node: Any) -> Iterable[dict[str, Any]]:
-    """Every object below a ``json_serialize_sql`` tree (expressions, table refs, modifiers), in no order."""
-    stack = [node]
-    while stack:
-        item = stack.pop()
-        if isinstance(item, dict):
-            yield item
-            stack.extend(item.values())
-        elif isinstance(item, list):
-            stack.extend(item)
-
-
 def _serialized(con: Any, sql: str) -> dict[str, Any]:
     parsed = json.loads(con.execute("SELECT json_serialize_sql(?)", [sql]).fetchone()[0])
     if parsed.get("error"):

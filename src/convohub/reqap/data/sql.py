@@ -17,7 +17,7 @@ import json
 from collections.abc import Iterable, Mapping
 from typing import Any
 
-from convohub.perqa.expand import sql_nodes
+from convohub.perqa.db import sql_nodes
 
 __all__ = ["TEMPORAL_COLUMNS", "gold_canonical_ids", "gold_observable_ids", "retrieval_sql"]
 
