@@ -6,7 +6,8 @@ chats) differ only in which rows become which chats. Each hands a dataset in one
 formats (``messages``, or ``prompt`` and ``completion``) to :func:`train_chats`, which loads the recipe's
 model (``smollm2``, a tiny plumbing model or a Hub id, :func:`convohub.training.models.resolve_model`),
 trains with trl's ``SFTTrainer`` (loss on every token of a ``messages`` chat, on the completion only of a
-prompt/completion one; LoRA when the recipe asks), merges a LoRA adapter so the folder loads with plain
+prompt/completion one; LoRA when the recipe asks), merges a LoRA adapter (into the unquantised base after
+QLoRA, :mod:`convohub.training.merge`) so the folder loads with plain
 ``AutoModelForCausalLM.from_pretrained``, saves it with ``trainer.save_model`` (only the main process
 writes), and writes ``training_args.json`` plus the run's record (``train_results.json``: what the run
 used and did), which evaluation and the card read instead of the recipe.
@@ -35,9 +36,11 @@ def train_chats(train: Any, script_args: Any, training_args: Any, model_args: An
 
     from convohub.hub import atomic_write_text, dump_json
     from convohub.training.lm_head import score_label_positions_only
-    from convohub.training.models import hub_id, model_init_kwargs, resolve_model
+    from convohub.training.merge import merged_for_publishing
+    from convohub.training.models import check_mixed_precision, hub_id, model_init_kwargs, resolve_model
     from convohub.training.runs import save_arguments
 
+    check_mixed_precision(model_args, training_args)
     torch.manual_seed(training_args.seed)
     model_path = resolve_model(model_args.model_name_or_path)
     tokenizer = AutoTokenizer.from_pretrained(model_path)
@@ -57,7 +60,7 @@ def train_chats(train: Any, script_args: Any, training_args: Any, model_args: An
     seconds = time.perf_counter() - started
 
     if model_args.use_peft:
-        trainer.model = trainer.accelerator.unwrap_model(trainer.model).merge_and_unload()
+        trainer.model = merged_for_publishing(trainer.accelerator.unwrap_model(trainer.model), model_path, model_args)
     out = Path(training_args.output_dir)
     trainer.save_model(str(out))
     scheduler = training_args.lr_scheduler_type

@@ -76,3 +76,24 @@ def model_init_kwargs(model_args: Any) -> dict[str, Any]:
         kwargs["quantization_config"] = get_quantization_config(model_args)
         kwargs["device_map"] = kbit_device_map()
     return kwargs
+
+
+def check_mixed_precision(model_args: Any, training_args: Any) -> None:
+    """Refuse fp16 mixed precision on float16 weights before anything loads.
+
+    fp16 autocast trains through a gradient scaler that unscales fp32 master gradients; a full fine-tune of a
+    model loaded in float16 has none, and stops at its first optimiser step ("Attempting to unscale FP16
+    gradients", seen on an H200 with the chat LM's paper recipe). LoRA trains fp32 adapters and DeepSpeed
+    keeps its own fp32 master copy, so both are exempt. ``accelerate launch --mixed_precision fp16`` asks for
+    fp16 too (``ACCELERATE_MIXED_PRECISION``).
+    """
+    import os
+
+    fp16 = bool(getattr(training_args, "fp16", False)) or os.environ.get("ACCELERATE_MIXED_PRECISION") == "fp16"
+    dtype = str(getattr(model_args, "dtype", None) or "").removeprefix("torch.")
+    deepspeed = bool(getattr(training_args, "deepspeed", None)) or os.environ.get("ACCELERATE_USE_DEEPSPEED") == "true"
+    if fp16 and dtype == "float16" and not getattr(model_args, "use_peft", False) and not deepspeed:
+        raise ValueError(
+            "fp16 mixed precision cannot train a model loaded with dtype float16 (full fine-tune): the gradient "
+            "scaler needs float32 master weights. Load it with --dtype float32 (fp16 autocast keeps the speed), "
+            "or train in bf16 (--dtype bfloat16 --bf16 true) on GPUs that have it, or train LoRA (--use_peft).")

@@ -475,11 +475,13 @@ def _train_seconds(log_history: Sequence[Mapping[str, Any]]) -> float | None:
     return round(runtimes[-1], 1) if runtimes else None
 
 
-def _finish(trainer: Any, check: CollapseCheck, stage: str, out: Path, extra: dict[str, Any]) -> dict[str, Any]:
+def _finish(trainer: Any, check: CollapseCheck, stage: str, out: Path, extra: dict[str, Any],
+            model_args: Any) -> dict[str, Any]:
     """Raise on collapse; else save the model + tokenizer and write the results JSON (main process only).
 
     A full fine-tune is saved with ``trainer.save_model``. A LoRA/QLoRA run is published as *merged*
-    weights (``merge_and_unload`` then ``save_pretrained``): the next stage, the evaluation and a user's
+    weights (:func:`convohub.training.merge.merged_for_publishing`, which merges a QLoRA adapter into the base
+    loaded again unquantised, then ``save_pretrained``): the next stage, the evaluation and a user's
     ``AutoModelForCausalLM.from_pretrained`` then load a plain model, and the card names the base model.
     """
     if check.collapsed:
@@ -494,7 +496,11 @@ def _finish(trainer: Any, check: CollapseCheck, stage: str, out: Path, extra: di
         trainer.save_model(str(out))
     elif trainer.accelerator.is_main_process:
         out.mkdir(parents=True, exist_ok=True)
-        trainer.accelerator.unwrap_model(model).merge_and_unload().save_pretrained(out)
+        from convohub.training.merge import merged_for_publishing
+        from convohub.training.models import resolve_model
+
+        merged_for_publishing(trainer.accelerator.unwrap_model(model), resolve_model(model_args.model_name_or_path),
+                              model_args).save_pretrained(out)
         trainer.processing_class.save_pretrained(out)
     if trainer.accelerator.is_main_process:
         atomic_write_text(out / RESULTS_FILE, dump_json(results))
@@ -585,10 +591,13 @@ def run_stage(stage: str, script_args: AlignmentArguments, training_args: Any, m
     build = {"sft": build_sft_trainer, "dpo": build_dpo_trainer}[stage]
 
     def once(args: Any) -> dict[str, Any]:
+        from convohub.training.models import check_mixed_precision
+
+        check_mixed_precision(model_args, args)
         torch.manual_seed(args.seed)
         trainer, check, extra = build(script_args, args, model_args)
         trainer.train(resume_from_checkpoint=args.resume_from_checkpoint)
-        return _finish(trainer, check, stage, Path(args.output_dir), extra)
+        return _finish(trainer, check, stage, Path(args.output_dir), extra, model_args)
 
     if script_args.learning_rate_grid:
         return run_lr_grid(script_args, training_args, once)
