@@ -444,3 +444,14 @@ def test_qud_trains_from_smollm2_and_publishes_merged_weights(dataset_dir, tmp_p
     assert trained.state_dict()[name].shape == base.state_dict()[name].shape
     assert not torch.equal(trained.state_dict()[name], base.state_dict()[name])
     assert trained.generation_config.do_sample is False and trained.generation_config.max_new_tokens == 80
+
+
+def test_qud_script_refuses_a_quantised_base(tmp_path: Path) -> None:
+    """QUD's base may be built from the data and resized, so a QLoRA adapter could not be merged into it
+    unquantised: the script says so before reading any data."""
+    from convohub.cli import load_script
+
+    recipe = ROOT / "training" / "reqap_qud" / "tiny.yaml"
+    with pytest.raises(ValueError, match="QUD trains full or LoRA: --load_in_4bit"):
+        load_script(SCRIPT).main(["--config", str(recipe), "--load_in_4bit", "true",
+                                  "--output_dir", str(tmp_path / "out")])
