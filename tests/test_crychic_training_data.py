@@ -228,6 +228,12 @@ def test_gold_loader_rejects_bad_rows(tmp_path: Path) -> None:
     ("Hey, how are you?", "polite", 4),
     ("My cat is nine years old.", "information", 4),
     ("Purple elephants dance.", "information", 3),
+    # cues-v2: a greeting or thanks in front of a request or a fact is framing; praise phrases are polite
+    ("Hi ChatGPT, Recommend three books on Rome.", "instruction", 4),
+    ("Thanks, now write the ending.", "instruction", 4),
+    ("Hey, I live in Oslo and work nights.", "information", 4),
+    ("Great answer, exactly what I needed.", "polite", 5),
+    ("Thank you, that was perfect.", "polite", 5),
 ])
 def test_rule_labeller(sentence: str, label: str, confidence: int) -> None:
     assert sd.RuleLabeller().label_one(sentence) == sd.Annotation(label, confidence)
@@ -307,7 +313,7 @@ def test_simplifier_build_labels_with_the_better_labeller_and_records_both(tmp_p
 
 
 def test_make_labeller_by_name() -> None:
-    assert isinstance(sd.make_labeller("rules:cues-v1"), sd.RuleLabeller)
+    assert isinstance(sd.make_labeller("rules:cues-v2"), sd.RuleLabeller)
     with pytest.raises(ValueError, match="unknown rule labeller"):
         sd.make_labeller("rules:nope")
 

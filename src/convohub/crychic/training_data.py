@@ -30,7 +30,7 @@ def build_training_data(out: str | Path, tasks: Sequence[str] = TASKS, *, llm: s
                         simplifier: SimplifierSettings | None = None, judge: JudgeSettings | None = None,
                         work: Path | None = None, progress: bool = False) -> dict[str, Any]:
     """Build ``tasks`` into ``out``; returns the folder's record. ``llm`` synthesises the IFQC sentences and is
-    the LLM candidate of the simplifier's labeller (``labeller``: ``auto``, ``rules:cues-v1`` or an LLM spec)."""
+    the LLM candidate of the simplifier's labeller (``labeller``: ``auto``, ``rules:cues-v2`` or an LLM spec)."""
     out = Path(out)
     unknown = sorted(set(tasks) - set(TASKS))
     if unknown:
