@@ -83,6 +83,18 @@ def _app(python: str, folder: Path, env: dict[str, str], log: Path) -> Iterator[
         server.wait(timeout=30)
 
 
+def _greedy(model_dir: Path, prompt: str, max_new_tokens: int) -> str:
+    """The chat LM's greedy reply to one user prompt, computed here: what the Space's /generate must return."""
+    from transformers import AutoModelForCausalLM, AutoTokenizer
+
+    tokenizer = AutoTokenizer.from_pretrained(model_dir)
+    model = AutoModelForCausalLM.from_pretrained(model_dir)
+    ids = tokenizer.apply_chat_template([{"role": "user", "content": prompt}], add_generation_prompt=True,
+                                        return_tensors="pt", return_dict=True)
+    out = model.generate(**ids, max_new_tokens=max_new_tokens, do_sample=False, pad_token_id=tokenizer.pad_token_id)
+    return tokenizer.decode(out[0, ids["input_ids"].shape[1]:], skip_special_tokens=True)
+
+
 def test_exported_system_space_installs_and_runs_from_its_folder_alone(tmp_path: Path) -> None:
     from convohub.hub import HubTarget
     from convohub.registry import load_systems
@@ -110,4 +122,4 @@ def test_exported_system_space_installs_and_runs_from_its_folder_alone(tmp_path:
         scrubbed = client.predict("Mail me at ana.lopez@example.com", api_name="/scrub")[0]
         assert "ana.lopez@example.com" not in scrubbed and scrubbed.startswith("Mail me at ")
         generated = client.predict("Hello", 8, api_name="/generate")
-        assert isinstance(generated, str)
+        assert generated == _greedy(model, "Hello", 8)  # the model CONVOHUB_MODEL names, decoded as the app says
