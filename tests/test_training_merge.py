@@ -33,7 +33,6 @@ def _trained_adapter(model: torch.nn.Module) -> torch.nn.Module:
 
 
 def test_qlora_adapter_is_merged_into_the_unquantised_base(tmp_path: Path) -> None:
-    pytest.importorskip("bitsandbytes")
     from transformers import AutoModelForCausalLM
 
     path = resolve_model("convohub-tiny:causal")

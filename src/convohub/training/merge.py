@@ -32,7 +32,7 @@ def merged_for_publishing(peft_model: Any, model_path: str, model_args: Any) -> 
     from peft import PeftModel
     from transformers import AutoModelForCausalLM
 
-    dtype = model_args.dtype if model_args.dtype not in (None, "auto") else "auto"
+    dtype = model_args.dtype or "auto"
     with tempfile.TemporaryDirectory(prefix="convohub-adapter-") as adapter:
         peft_model.save_pretrained(adapter)
         base = AutoModelForCausalLM.from_pretrained(model_path, dtype=dtype, device_map={"": "cpu"})
