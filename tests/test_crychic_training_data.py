@@ -234,6 +234,8 @@ def test_gold_loader_rejects_bad_rows(tmp_path: Path) -> None:
     ("Hey, I live in Oslo and work nights.", "information", 4),
     ("Great answer, exactly what I needed.", "polite", 5),
     ("Thank you, that was perfect.", "polite", 5),
+    ("Brilliant!", "polite", 5),
+    ("This is amazing stuff from my town.", "information", 4),
 ])
 def test_rule_labeller(sentence: str, label: str, confidence: int) -> None:
     assert sd.RuleLabeller().label_one(sentence) == sd.Annotation(label, confidence)

@@ -14,7 +14,7 @@ Two labellers, both chosen by name:
   says which cue fired (5 strong, 4 weaker, 3 only the fallback, which the filter drops).
 
 A 135M model is a weak labeller, so which one labels offline is measured, not assumed: both label the
-hand-labelled sentences of ``convohub/data/crychic_sentence_gold.jsonl`` (102 sentences written and labelled
+hand-labelled sentences of ``convohub/data/crychic_sentence_gold.jsonl`` (132 sentences written and labelled
 for convohub), their accuracy and macro-F1 (scikit-learn) go into the training data's record, and
 ``labeller="auto"`` takes the one with the higher macro-F1 (accuracy breaks ties, then the rules, which cost
 nothing). The same author wrote the rules and the sentences: ``s00``-``s71`` (24 per class) before the rules,
@@ -85,8 +85,8 @@ _POLITE = re.compile(
     r"excellent|nice work|wow|love it|you'?re the best|hope you|have a (?:nice|good|great)|"
     r"(?:great|good|nice|brilliant|helpful|clear) (?:answer|response|reply|explanation|work|one)|spot on|"
     r"exactly what i (?:needed|wanted|was looking for)|(?:very|really|so|super) (?:helpful|useful|clear)|"
-    r"that(?:'s| is| was) (?:great|perfect|helpful|brilliant|amazing|fantastic|it)|"
-    r"(?:brilliant|amazing|fantastic|superb)[.!]*$)\b", re.IGNORECASE)
+    r"that(?:'s| is| was) (?:great|perfect|helpful|brilliant|amazing|fantastic|it))\b"
+    r"|^\s*(?:brilliant|amazing|fantastic|superb)\s*[.!]*\s*$", re.IGNORECASE)
 #: a leading greeting or thanks clause before the sentence's real content: "Hi ChatGPT, ...", "Thanks! Now ..."
 _LEADING_COURTESY = re.compile(
     r"^\s*(?:hi|hello|hey|dear|greetings|good (?:morning|afternoon|evening)|thanks?|thank you|thx|ok(?:ay)?"
