@@ -29,12 +29,13 @@ def merged_for_publishing(peft_model: Any, model_path: str, model_args: Any) -> 
     """
     if not is_quantised(model_args):
         return peft_model.merge_and_unload()
-    from peft import PeftModel
     from transformers import AutoModelForCausalLM
 
     dtype = model_args.dtype or "auto"
     with tempfile.TemporaryDirectory(prefix="convohub-adapter-") as adapter:
         peft_model.save_pretrained(adapter)
         base = AutoModelForCausalLM.from_pretrained(model_path, dtype=dtype, device_map={"": "cpu"})
-        merged = PeftModel.from_pretrained(base, adapter).merge_and_unload()
+        # the trained model's own PEFT class loads the adapter: this module names no training-only package,
+        # so the Spaces that reach the training helpers do not list peft (convohub.space_export follows imports)
+        merged = type(peft_model).from_pretrained(base, adapter).merge_and_unload()
     return merged
