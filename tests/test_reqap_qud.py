@@ -455,3 +455,13 @@ def test_qud_script_refuses_a_quantised_base(tmp_path: Path) -> None:
     with pytest.raises(ValueError, match="QUD trains full or LoRA: --load_in_4bit"):
         load_script(SCRIPT).main(["--config", str(recipe), "--load_in_4bit", "true",
                                   "--output_dir", str(tmp_path / "out")])
+
+
+def test_qud_script_refuses_fp16_on_float16_weights(tmp_path: Path) -> None:
+    """The third script that loads causal LMs for training applies the same precision check as the other two."""
+    from convohub.cli import load_script
+
+    recipe = ROOT / "training" / "reqap_qud" / "tiny.yaml"
+    with pytest.raises(ValueError, match="needs float32 master weights"):
+        load_script(SCRIPT).main(["--config", str(recipe), "--dtype", "float16", "--fp16", "true",
+                                  "--use_peft", "false", "--output_dir", str(tmp_path / "out")])

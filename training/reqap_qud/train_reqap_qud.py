@@ -142,7 +142,7 @@ def main(argv: Sequence[str] | None = None) -> dict[str, Any]:
     from convohub.reqap.components.qud import QUD_CONFIG, chat_token_counter, truncate_chain
     from convohub.training.lm_head import score_label_positions_only
     from convohub.training.merge import is_quantised
-    from convohub.training.models import model_init_kwargs
+    from convohub.training.models import check_mixed_precision, model_init_kwargs
     from convohub.training.runs import save_arguments
 
     parser = make_parser()
@@ -151,6 +151,7 @@ def main(argv: Sequence[str] | None = None) -> dict[str, Any]:
     if is_quantised(model_args):  # its base may be data-built and resized, so it cannot be loaded again to merge
         raise ValueError("QUD trains full or LoRA: --load_in_4bit/--load_in_8bit would publish a re-quantised "
                          "merge (convohub.training.merge); drop the flag, or use --use_peft for LoRA")
+    check_mixed_precision(model_args, training_args)
     torch.manual_seed(training_args.seed)
     out = Path(training_args.output_dir)
 
