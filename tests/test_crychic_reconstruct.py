@@ -289,3 +289,49 @@ def test_cli_evaluates_the_llm_baseline_through_the_named_llm(dataset: Path, tmp
     with pytest.raises(SystemExit, match="needs an LLM"):
         monkeypatch.delenv("CONVOHUB_LLM_BASE_URL", raising=False)
         main(["crychic", "evaluate", "--dataset", str(dataset), "--baseline", "llm"])
+
+
+class Counting:
+    """Wraps a model-backed component and counts its one-prompt calls (batched calls pass through)."""
+
+    def __init__(self, inner: Any, single: str):
+        self.inner, self.single, self.calls = inner, single, 0
+
+    def __getattr__(self, name: str) -> Any:
+        attr = getattr(self.inner, name)
+        if name == self.single:
+            def counted(*args: Any, **kwargs: Any) -> Any:
+                self.calls += 1
+                return attr(*args, **kwargs)
+            return counted
+        return attr
+
+
+@pytest.mark.parametrize("ablate", [None, "ifqc", "simplifier"])
+def test_batched_reconstruction_decides_as_turn_by_turn(dataset: Path, tmp_path: Path, ablate: str | None) -> None:
+    """``reconstruct`` batches every prompt-only step in ``Crychic.prepare``: on the built dataset with tiny
+    random models it must give the turn-by-turn replay's parents, rules and scores, without asking any
+    component one prompt at a time."""
+    from _crychic_tiny import save_tiny
+
+    from convohub.crychic.components import load_components
+
+    folders = {kind: save_tiny(kind, tmp_path / kind, seed=3) for kind in ("ifqc", "simplifier", "judge-bi")}
+    ifqc, simplifier, judge = load_components(folders["ifqc"], folders["simplifier"], folders["judge-bi"])
+    rows = load_trees(dataset)[:12]
+    for row in rows:
+        exchanges = [(t["user_prompt"], t["assistant_response"]) for t in row["turns"]]
+        plain = Crychic(ifqc=None if ablate == "ifqc" else ifqc,
+                        simplifier=None if ablate == "simplifier" else simplifier, judge=judge)
+        for prompt, response in exchanges:
+            plain.add_turn(prompt, response)
+        counted = {"ifqc": Counting(ifqc, "implicit_probability"), "simplifier": Counting(simplifier, "label_scored"),
+                   "judge": Counting(judge, "embed_turn")}
+        pipeline = Crychic(ifqc=None if ablate == "ifqc" else counted["ifqc"],
+                           simplifier=None if ablate == "simplifier" else counted["simplifier"], judge=counted["judge"])
+        batched = reconstruct(exchanges, lambda pipeline=pipeline: pipeline)
+        assert batched.parents == plain.parents
+        for a, b in zip(plain.decisions, batched.decisions, strict=True):
+            assert (a.rule, a.simplified_prompt) == (b.rule, b.simplified_prompt)
+            assert (a.score is None and b.score is None) or a.score == pytest.approx(b.score, abs=1e-5)
+        assert [c.calls for c in counted.values()] == [0, 0, 0]

@@ -17,7 +17,7 @@ from __future__ import annotations
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, Protocol
+from typing import TYPE_CHECKING, Any, Protocol, TypeVar
 
 if TYPE_CHECKING:  # pragma: no cover
     import torch
@@ -59,6 +59,17 @@ class ParentJudge(Protocol):
     def scores(self, prompt: str, candidates: Sequence[StoredTurn]) -> list[float]:
         """Probability that each candidate turn is the parent of ``prompt``, in the order given."""
         ...
+
+
+#: texts per forward pass when a component is asked about many at once (offline reconstruction)
+BATCH_SIZE = 32
+
+T = TypeVar("T")
+
+
+def batched(items: Sequence[T], size: int = BATCH_SIZE) -> list[list[T]]:
+    """``items`` in consecutive chunks of at most ``size``."""
+    return [list(items[k:k + size]) for k in range(0, len(items), size)]
 
 
 def _load(folder: str | Path, expected: type) -> tuple[Any, Any]:
@@ -117,13 +128,20 @@ class ModelFollowUpClassifier:
         self.implicit = int(self.model.config.label2id["implicit"])
 
     def implicit_probability(self, prompt: str) -> float:
+        return self.implicit_probabilities([prompt])[0]
+
+    def implicit_probabilities(self, prompts: Sequence[str]) -> list[float]:
+        """:meth:`implicit_probability` of each prompt, in padded batches of :data:`BATCH_SIZE`."""
         import torch
 
-        batch = self.tokenizer(prompt, truncation=True, max_length=self.model.config.max_length,
-                               return_tensors="pt")
-        with torch.inference_mode():
-            logits = self.model(**batch).logits
-        return float(logits.softmax(-1)[0, self.implicit])
+        out: list[float] = []
+        for chunk in batched(prompts):
+            batch = self.tokenizer(chunk, truncation=True, max_length=self.model.config.max_length,
+                                   padding=True, return_tensors="pt")
+            with torch.inference_mode():
+                logits = self.model(**batch).logits
+            out += [float(x) for x in logits.softmax(-1)[:, self.implicit].tolist()]
+        return out
 
 
 class ModelSentenceLabeller:
@@ -143,24 +161,30 @@ class ModelSentenceLabeller:
 
     def label_scored(self, prompt: str) -> list[tuple[str, str, float]]:
         """``(sentence, label, softmax probability of that label)`` for every sentence of ``prompt``."""
+        return self.label_scored_many([prompt])[0]
+
+    def label_scored_many(self, prompts: Sequence[str]) -> list[list[tuple[str, str, float]]]:
+        """:meth:`label_scored` of each prompt; the packed rows of all prompts go through the model in padded
+        batches of :data:`BATCH_SIZE`."""
         import torch
 
         from convohub.crychic.models import pack_sentences
         from convohub.crychic.sentences import split_sentences
 
-        sentences = split_sentences(prompt)
-        if not sentences:
-            return []
-        rows = pack_sentences(self.tokenizer, sentences, self.model.config.max_length)
-        with torch.inference_mode():
-            out = self.model(**pad_rows([ids for ids, _ in rows], self.tokenizer.pad_token_id))
+        split = [split_sentences(prompt) for prompt in prompts]
+        rows = [(p, ids, members) for p, sentences in enumerate(split) if sentences
+                for ids, members in pack_sentences(self.tokenizer, sentences, self.model.config.max_length)]
         names = self.model.config.id2label
-        scored: list[tuple[str, float]] = []
-        for row, (_, members) in enumerate(rows):
-            best = out.logits[row, : len(members)].float().softmax(-1).max(-1)
-            scored += [(names[int(i)], float(p)) for p, i in zip(best.values.tolist(), best.indices.tolist(),
-                                                                 strict=True)]
-        return [(sentence, label, p) for sentence, (label, p) in zip(sentences, scored, strict=True)]
+        scored: list[list[tuple[str, float]]] = [[] for _ in prompts]
+        for chunk in batched(rows):
+            with torch.inference_mode():
+                logits = self.model(**pad_rows([ids for _, ids, _ in chunk], self.tokenizer.pad_token_id)).logits
+            for row, (p, _, members) in enumerate(chunk):
+                best = logits[row, : len(members)].float().softmax(-1).max(-1)
+                scored[p] += [(names[int(i)], float(x)) for x, i in zip(best.values.tolist(), best.indices.tolist(),
+                                                                       strict=True)]
+        return [[(sentence, label, x) for sentence, (label, x) in zip(sentences, labels, strict=True)]
+                for sentences, labels in zip(split, scored, strict=True)]
 
 
 class ModelParentJudge:
@@ -199,13 +223,34 @@ class ModelParentJudge:
                               max_length=self.model.config.max_length, padding=True, return_tensors="pt")
 
     def embed_turn(self, prompt: str, response: str) -> torch.Tensor:
+        return self.embed_turns([(prompt, response)])[0]
+
+    def embed_turns(self, turns: Sequence[tuple[str, str]]) -> list[torch.Tensor]:
+        """:meth:`embed_turn` of each (prompt, response), in padded batches of :data:`BATCH_SIZE`."""
         import torch
 
-        first, second = self._turn_texts(prompt, response)
-        with torch.inference_mode():
-            return self.model.embed(**self._encode([first], [second]))[0]
+        out: list[torch.Tensor] = []
+        for chunk in batched([self._turn_texts(prompt, response) for prompt, response in turns]):
+            with torch.inference_mode():
+                out += list(self.model.embed(**self._encode([a for a, _ in chunk], [b for _, b in chunk])))
+        return out
 
-    def scores(self, prompt: str, candidates: Sequence[StoredTurn]) -> list[float]:
+    def embed_prompts(self, prompts: Sequence[str]) -> list[torch.Tensor]:
+        """The bi-encoder's embedding of each prompt as :meth:`scores` compares it with the stored turns."""
+        import torch
+
+        if self.architecture != "bi":
+            raise ValueError("embed_prompts needs a bi-encoder judge; a cross-encoder reads each pair together")
+        out: list[torch.Tensor] = []
+        for chunk in batched(list(prompts)):
+            with torch.inference_mode():
+                out += list(self.model.embed(**self._encode(chunk)))
+        return out
+
+    def scores(self, prompt: str, candidates: Sequence[StoredTurn],
+               prompt_embedding: torch.Tensor | None = None) -> list[float]:
+        """See :class:`ParentJudge`; a bi-encoder takes ``prompt_embedding`` from :meth:`embed_prompts` instead
+        of embedding ``prompt`` again."""
         import torch
 
         if not candidates:
@@ -217,7 +262,9 @@ class ModelParentJudge:
                     raise ValueError(f"turns {missing} have no stored embedding; a bi-encoder judge scores "
                                      "against the embeddings stored when each turn was finished")
                 history = torch.stack([turn.embedding for turn in candidates])
-                logits = self.model.score_embeddings(history, self.model.embed(**self._encode([prompt])))
+                if prompt_embedding is None:
+                    prompt_embedding = self.model.embed(**self._encode([prompt]))[0]
+                logits = self.model.score_embeddings(history, prompt_embedding[None, :])
             else:
                 history_texts = [joined_turn(*self._turn_texts(turn.prompt, turn.response)) for turn in candidates]
                 logits = self.model(**self._encode(history_texts, [prompt] * len(candidates))).logits

@@ -160,7 +160,7 @@ class LLMBaseline(TreeBuilder):
             raise RuntimeError(f"the LLM baseline's backend {llm.name} failed: {failed[0]}")
         return [r.text for r in responses]
 
-    def prepare(self, prompts: list[str]) -> None:
+    def prepare(self, prompts: list[str], responses: list[str] | None = None) -> None:
         """Label every prompt but the first in one batch (a label depends on the prompt alone)."""
         todo = [p for p in dict.fromkeys(prompts[1:]) if p not in self._labels]
         if todo:

@@ -105,9 +105,10 @@ class TreeBuilder(ABC):
         """What to store with a finished turn; only the judge needs anything."""
         return None
 
-    def prepare(self, prompts: list[str]) -> None:
-        """Offline reconstruction knows every prompt in advance: a builder whose per-prompt work does not
-        depend on the history (the LLM baseline's whole-prompt labels) may do it here, in one batch."""
+    def prepare(self, prompts: list[str], responses: list[str] | None = None) -> None:
+        """Offline reconstruction knows every turn in advance: a builder whose per-prompt work does not
+        depend on the history (the LLM baseline's whole-prompt labels, CRyCHIc's classifiers and embeddings)
+        may do it here, in batches; ``responses``, when given, are the turns' responses in the same order."""
         return None
 
     def commit(self, prompt: str, response: str, decision: Decision) -> StoredTurn:
@@ -216,13 +217,57 @@ class Crychic(TreeBuilder):
         self.ifqc, self.simplifier, self.judge = ifqc, simplifier, judge
         self.window = window
         self.threshold, self.threshold_origin = resolve_threshold(judge, threshold)
+        # what :meth:`prepare` computed ahead, by prompt (and by turn for the embeddings)
+        self._implicit: dict[str, float] = {}
+        self._labelled: dict[str, list[tuple[str, str, float]]] = {}
+        self._query_embedding: dict[str, object] = {}
+        self._turn_embedding: dict[tuple[str, str], object] = {}
+
+    def prepare(self, prompts: list[str], responses: list[str] | None = None) -> None:
+        """Every step that depends on a prompt alone, batched over the conversation: the IFQC's probabilities,
+        the simplifier's labels, the judge's embeddings of the (simplified) prompts and, with ``responses``,
+        of the finished turns. Components without batched methods are asked turn by turn in :meth:`decide`."""
+        later = list(dict.fromkeys(prompts[1:]))
+        if self.ifqc is not None and hasattr(self.ifqc, "implicit_probabilities"):
+            todo = [p for p in later if p not in self._implicit]
+            self._implicit.update(zip(todo, self.ifqc.implicit_probabilities(todo), strict=True))
+        if self.ifqc is not None:
+            later = [p for p in later if self._implicit.get(p, 0.0) <= IMPLICIT_THRESHOLD]
+        if self.simplifier is not None and hasattr(self.simplifier, "label_scored_many"):
+            todo = [p for p in later if p not in self._labelled]
+            self._labelled.update(zip(todo, self.simplifier.label_scored_many(todo), strict=True))
+        if getattr(self.judge, "architecture", None) == "bi" and hasattr(self.judge, "embed_prompts"):
+            queries = [q for q in dict.fromkeys(self._query(p) for p in later) if q is not None
+                       and q not in self._query_embedding]
+            self._query_embedding.update(zip(queries, self.judge.embed_prompts(queries), strict=True))
+        if responses is not None and hasattr(self.judge, "embed_turns"):
+            if len(responses) != len(prompts):
+                raise ValueError(f"{len(prompts)} prompts but {len(responses)} responses")
+            todo_turns = [t for t in dict.fromkeys(zip(prompts, responses, strict=True))
+                          if t not in self._turn_embedding]
+            self._turn_embedding.update(zip(todo_turns, self.judge.embed_turns(todo_turns), strict=True))
+
+    def _query(self, prompt: str) -> str | None:
+        """What the judge will read for ``prompt`` when the labels are known ahead (None when a simplifier
+        rule decides it, or its labels are not known yet)."""
+        if self.simplifier is None:
+            return prompt
+        if prompt not in self._labelled:
+            return None
+        labelled = [(sentence, label) for sentence, label, _ in self._labelled[prompt]]
+        label = prompt_label(labelled)
+        if label in ("information", "polite"):
+            return None
+        return simplify(labelled) if label == "instruction" else prompt
 
     def decide(self, prompt: str) -> Decision:
         t = len(self.turns)
         if t == 0:
             return Decision(t, -1, "first-turn")
         if self.ifqc is not None:
-            implicit = float(self.ifqc.implicit_probability(prompt))
+            implicit = self._implicit.get(prompt)
+            if implicit is None:
+                implicit = float(self.ifqc.implicit_probability(prompt))
             if implicit > IMPLICIT_THRESHOLD:
                 return Decision(t, t - 1, "ifqc-implicit", score=implicit)
         label, query = None, prompt
@@ -243,7 +288,7 @@ class Crychic(TreeBuilder):
         scored = getattr(self.simplifier, "label_scored", None)
         if scored is None:
             return self.simplifier.label(prompt), {}
-        triples = scored(prompt)
+        triples = self._labelled[prompt] if prompt in self._labelled else scored(prompt)
         confidence: dict[str, float] = {}
         for _, label, probability in triples:
             confidence[label] = max(confidence.get(label, 0.0), float(probability))
@@ -251,7 +296,9 @@ class Crychic(TreeBuilder):
 
     def _judge(self, t: int, query: str, label: str | None) -> Decision:
         candidates = self.turns[-self.window:]
-        scores = self.judge.scores(query, candidates)
+        embedding = self._query_embedding.get(query)
+        scores = (self.judge.scores(query, candidates) if embedding is None or not candidates
+                  else self.judge.scores(query, candidates, prompt_embedding=embedding))
         if len(scores) != len(candidates):
             raise ValueError(f"the judge returned {len(scores)} scores for {len(candidates)} candidate turns")
         best, best_score = -1, float("-inf")
@@ -263,13 +310,14 @@ class Crychic(TreeBuilder):
         return Decision(t, -1, "judge-root", score=best_score, label=label, simplified_prompt=query)
 
     def embed(self, prompt: str, response: str) -> object:
-        return self.judge.embed_turn(prompt, response)
+        stored = self._turn_embedding.get((prompt, response))
+        return stored if stored is not None else self.judge.embed_turn(prompt, response)
 
 
 def reconstruct(exchanges: list[tuple[str, str]], make_builder: Callable[[], TreeBuilder]) -> TreeBuilder:
     """A fresh builder fed one logged conversation's (prompt, response) pairs in order."""
     builder = make_builder()
-    builder.prepare([prompt for prompt, _ in exchanges])
+    builder.prepare([prompt for prompt, _ in exchanges], [response for _, response in exchanges])
     for prompt, response in exchanges:
         builder.add_turn(prompt, response)
     return builder
