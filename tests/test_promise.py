@@ -16,7 +16,14 @@ import pytest
 
 from convohub.llm import ChatRequest
 from convohub.llm.runner import Parsed
-from convohub.promise.prompts import parse_action, parse_sqa
+from convohub.promise.prompts import (
+    EXAMPLES,
+    content_words,
+    parse_action,
+    parse_intent,
+    parse_question,
+    parse_sqa,
+)
 from convohub.promise.records import outcome_of, task_items
 from convohub.promise.retrieval import BM25Retriever, Passage, Topic, default_collection
 from convohub.promise.simulate import LoopSettings, generate, rebalance, split_dialogues
@@ -171,6 +178,21 @@ def test_sqa_and_action_checks():
             parse_sqa(reply, snippet, seen=["Which accessory is the most useful for a drone?"])
     assert [parse_action(t) for t in ("2", "Choice 3.", "None of them", "Done!", "I think 4", "maybe")] == \
         ["sq2", "sq3", "none", "done", "sq4", None]
+
+
+def test_setup_checks_keep_the_first_question_very_short_and_the_intent_clean():
+    topic = "budget drone with camera"
+    assert parse_question("Question: Which camera drones are cheap?", topic) == "Which camera drones are cheap?"
+    # the paper's q0 is very short: a question that restates the whole intent leaves nothing for the dialogue
+    with pytest.raises(ValueError, match="3-10 expected"):
+        parse_question("How do you use a drone camera to take drone photos of your backyard?", topic)
+    assert parse_intent("Intent: I want a drone with a camera for my son, under $100.", topic).endswith("$100.")
+    with pytest.raises(ValueError, match="repeats itself"):
+        parse_intent("I want a drone camera. I can use a drone camera with a drone camera.", topic)
+    # the worked examples show first questions without the intents' preferences (at most half their words)
+    for _topic, intent, question in EXAMPLES:
+        assert len(content_words(question) & content_words(intent)) <= len(content_words(intent)) / 2
+        assert len(question.split()) <= 8
 
 
 # ------------------------------------------------------------------------------------------------ the loop

@@ -6,7 +6,10 @@ trusting. The structure follows the paper's appendix (Tables 6, 8, 9, 11); the w
 
 * intent (Table 8): topic -> what the user wants to find out, with one or two preferences (price, place,
   quantity, use);
-* initial question (Table 9): topic + intent -> a very short first question that keeps the specifics;
+* initial question (Table 9): topic + intent -> a very short first question (at most ten words) on the topic,
+  without the intent's preferences: the dialogue's suggestions are there to bring those. Asked to keep the
+  specifics, SmolLM2 restated the whole intent (on average 66% of its content words), and the user was
+  satisfied after one suggestion in 14 of 15 dialogues (mean 2.07 turns; the paper's 4.35);
 * suggested question and answer (Table 6), one per call and per snippet: the current query, the snippet,
   and earlier turns of the dialogue as in-context examples ("Sample query / Sample question / Sample
   answer") as far as a token budget allows. The question must be a question, new in the dialogue and
@@ -70,9 +73,9 @@ def _strip_label(line: str, *labels: str) -> str:
 #: worked examples (topic, intent, first question), on topics outside convohub's passage collection
 EXAMPLES = (
     ("waterproof hiking boots", "I want to buy waterproof hiking boots for a mountain trip next month. They should be "
-     "light and cost less than $120.", "Which light waterproof hiking boots cost under $120?"),
-    ("pizza dough at home", "I want to make pizza dough at home for four people tonight. I have no stand mixer and "
-     "only two hours.", "How do I make quick pizza dough without a mixer?"),
+     "light and cost less than $120.", "Which hiking boots are waterproof?"),
+    ("pizza dough at home", "I want to make pizza dough at home for four people tonight, in a small oven and "
+     "without yeast.", "How do I make pizza dough?"),
 )
 
 
@@ -95,22 +98,28 @@ def intent_request(topic: str, seed: int | None = None, temperature: float = 0.0
 
 
 def parse_intent(text: str, topic: str) -> str:
-    """The intent: 6-60 words, mentioning a word of the topic; raises ValueError otherwise."""
+    """The intent: 6-60 words, mentioning a word of the topic, repeating no three-word sequence (SmolLM2 loops,
+    e.g. "a drone camera with a drone camera"); raises ValueError otherwise."""
     intent = _strip_label(" ".join(text.strip().split("\n\n")[0].split()), "intent")
     words = intent.split()
     if not 6 <= len(words) <= 60:
         raise ValueError(f"intent has {len(words)} words (6-60 expected): {intent[:80]!r}")
     if not content_words(intent) & content_words(topic):
         raise ValueError(f"intent does not mention the topic {topic!r}: {intent[:80]!r}")
+    lowered = [w.strip(".,!?").lower() for w in words]
+    trigrams = [tuple(lowered[k:k + 3]) for k in range(len(lowered) - 2)]
+    if len(set(trigrams)) < len(trigrams):
+        raise ValueError(f"intent repeats itself: {intent[:80]!r}")
     if intent[-1] not in ".!?":
         intent = intent.rsplit(".", 1)[0] + "." if "." in intent else intent + "."
     return intent
 
 
 def question_request(topic: str, intent: str, seed: int | None = None, temperature: float = 0.0) -> ChatRequest:
-    """Topic + intent -> a very short initial question that keeps the specifics (Table 9, two worked examples)."""
-    instruction = ("Turn the topic and the intent into the very short question a user would type first. Keep the "
-                   "specifics, leave out the rest. Reply with the question only.")
+    """Topic + intent -> a very short initial question on the topic, without the preferences (Table 9, two
+    worked examples)."""
+    instruction = ("Turn the topic and the intent into the very short question a user would type first: the "
+                   "topic only, at most eight words, without the intent's preferences. Reply with the question only.")
     return ChatRequest(messages=[{"role": "system", "content": instruction},
                                  *_shots("Topic: {topic}\nIntent: {intent}", "Question: {question}"),
                                  {"role": "user", "content": f"Topic: {topic}\nIntent: {intent}"}],
@@ -118,14 +127,14 @@ def question_request(topic: str, intent: str, seed: int | None = None, temperatu
 
 
 def parse_question(text: str, topic: str) -> str:
-    """A short question (3-16 words, ending in '?') sharing a word with the topic."""
+    """A very short question (3-10 words, ending in '?') sharing a word with the topic."""
     question = _strip_label(_first_line(text), "question", "query")
     if "?" in question:
         question = question[: question.index("?") + 1]
     if not question.endswith("?"):
         raise ValueError(f"not a question: {question[:80]!r}")
-    if not 3 <= len(question.split()) <= 16:
-        raise ValueError(f"question has {len(question.split())} words (3-16 expected): {question[:80]!r}")
+    if not 3 <= len(question.split()) <= 10:
+        raise ValueError(f"question has {len(question.split())} words (3-10 expected): {question[:80]!r}")
     if not content_words(question) & content_words(topic):
         raise ValueError(f"question does not mention the topic {topic!r}: {question[:80]!r}")
     return question

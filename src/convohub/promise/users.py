@@ -12,7 +12,7 @@ user knows the intent; the agent never sees it. Two users act here, each named i
   question counts toward ``done`` but not toward what a suggestion adds: ProMISe never answers the first
   question (only picked suggestions come with answers), so an intent word the user typed is still wanted.
   Measured against every question asked instead, no suggestion could add anything once the first question
-  holds the intent's specifics (as it is asked to), and the user would say ``none`` to nearly every turn.
+  holds many of the intent's words, and the user would say ``none`` to nearly every turn.
 
 Which one acts is a named choice (``auto`` measures both on ``src/convohub/data/promise_user_gold.jsonl``,
 24 user decisions labelled by hand for convohub, and takes the one that agrees better; ties go to the LLM).
