@@ -182,7 +182,10 @@ def _crychic(tmp: Path, profile: str, task: str) -> tuple[Path, dict[str, Any]]:
             "mean_cosine_not_parent": 0.1096}, "root_threshold": {
             "threshold": 0.27, "accuracy": 0.6512, "reference_threshold": 0.4, "accuracy_at_reference": 0.5814,
             "roots": 61, "roots_at_reference": 20, "gold_roots": 70, "turns": 215, "conversations": 31,
-            "window": 20, "grid": [0.05, 0.95]}}
+            "window": 20, "grid": [0.05, 0.95]}, "implicit_threshold": {
+            "threshold": 0.7, "accuracy": 0.686, "reference_threshold": 0.5, "accuracy_at_reference": 0.647,
+            "implicit": 51, "implicit_at_reference": 66, "conversations": 31, "turns": 215, "window": 20,
+            "grid": [0.5, 0.95]}}
     if task == "judge":
         def scores(acc: float) -> dict[str, float]:
             one = {"accuracy": acc, "precision": 0.5, "recall": 0.75, "f1": 0.6}
@@ -193,8 +196,11 @@ def _crychic(tmp: Path, profile: str, task: str) -> tuple[Path, dict[str, Any]]:
                    for i, name in enumerate(("Non-Reconstructing", "CRyCHIc w/o PS", "CRyCHIc w/o IFQC", "CRyCHIc"))}
         results["reconstruction"] = {"split": "test", "conversations": 10, "conversations_in_split": 100,
                                      "turns": 56, "judge_architecture": "bi", "systems": systems,
-                                     **({"threshold": 0.27, "threshold_origin": "tuned for this judge"} if tiny
-                                        else {"threshold": 0.4, "threshold_origin": "the paper's"})}
+                                     **({"threshold": 0.27, "threshold_origin": "tuned for this judge",
+                                         "implicit_threshold": 0.7, "implicit_threshold_origin": "tuned for this pipeline"}
+                                        if tiny else {"threshold": 0.4, "threshold_origin": "the paper's",
+                                                      "implicit_threshold": 0.5,
+                                                      "implicit_threshold_origin": "the IFQC's argmax"})}
         if tiny:  # the release's LLM baseline step ran (the paper case: it did not)
             results["llm_baseline"] = {
                 "llm": "HuggingFaceTB/SmolLM2-135M-Instruct", "scoring": "likelihood", "calibrated": True,

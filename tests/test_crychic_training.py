@@ -124,12 +124,17 @@ def test_simplifier_script_end_to_end(data_dir: Path, tmp_path: Path) -> None:
 
 @pytest.mark.parametrize(("architecture", "pooling"), [("bi", "mean"), ("cross", "cls")])
 def test_judge_script_end_to_end(data_dir: Path, tmp_path: Path, architecture: str, pooling: str) -> None:
+    from _crychic_tiny import save_tiny
+
     from convohub.crychic.components import ModelParentJudge, StoredTurn
 
     out = tmp_path / f"judge-{architecture}"
     residual = architecture == "bi"  # the tiny recipe's cosine residual; a cross-encoder must turn it off
+    # the tiny recipe also tunes the pipeline's IFQC threshold, with the IFQC and simplifier the release passes
+    pipeline = {kind: save_tiny(kind, tmp_path / kind) for kind in ("ifqc", "simplifier")}
     results = _train("judge", data_dir, out, "--architecture", architecture, "--pooling", pooling,
-                     "--cosine_residual", str(residual).lower())
+                     "--cosine_residual", str(residual).lower(), "--pipeline_ifqc", str(pipeline["ifqc"]),
+                     "--pipeline_simplifier", str(pipeline["simplifier"]))
     assert json.loads((out / "config.json").read_text())["pooling"] == pooling
     _check_results(results, out, "judge", heldout_units=2)
     assert results["architecture"] == architecture and results["after"]["threshold"] == 0.4
@@ -139,9 +144,14 @@ def test_judge_script_end_to_end(data_dir: Path, tmp_path: Path, architecture: s
     tuned = results["root_threshold"]
     assert (tuned["conversations"], tuned["turns"], tuned["gold_roots"]) == (2, 3, 1)
     assert 0.05 <= tuned["threshold"] <= 0.95 and tuned["accuracy"] >= tuned["accuracy_at_reference"]
+    implicit = results["implicit_threshold"]
+    assert (implicit["conversations"], implicit["turns"], implicit["grid"]) == (2, 3, [0.5, 0.95])
+    assert implicit["accuracy"] >= implicit["accuracy_at_reference"] and implicit["ifqc"] == str(pipeline["ifqc"])
     judge = ModelParentJudge(out)
     assert judge.architecture == architecture
     assert judge.root_threshold == tuned["threshold"] == json.loads((out / "config.json").read_text())["root_threshold"]
+    assert judge.implicit_threshold == implicit["threshold"] == \
+        json.loads((out / "config.json").read_text())["implicit_threshold"]
     turn = StoredTurn(0, "Write a poem.", "Roses are red.", -1)
     turn.embedding = judge.embed_turn(turn.prompt, turn.response)
     assert len(judge.scores("Make it shorter.", [turn])) == 1
@@ -179,13 +189,19 @@ def test_root_threshold_tuning_is_a_judge_only_setting_and_needs_the_heldout_tre
     folder = tmp_path / "pairs-only"
     write_rows(folder, "judge", [{**r, "produced_by": "hand-written test rows"} for r in _rows()["judge"]])
     with pytest.raises(FileNotFoundError, match=r"heldout_trees\.jsonl does not exist.*--task judge"):
+        _train("judge", folder, tmp_path / "judge", "--tune_implicit_threshold", "false")
+    # the pipeline's IFQC threshold needs the trained IFQC and simplifier, named before any work is done
+    with pytest.raises(ValueError, match="needs the trained --pipeline_ifqc and --pipeline_simplifier"):
         _train("judge", folder, tmp_path / "judge")
+    with pytest.raises(ValueError, match="judge only"):
+        build_model("ifqc", make_parser().parse_args_and_config(
+            ["--model_name_or_path", ENCODER, "--tune_implicit_threshold", "true", "--output_dir", "/tmp/unused"])[0])
 
 
 def test_paper_recipe_keeps_the_papers_threshold() -> None:
     args, _ = make_parser().parse_args_and_config(["--config", str(ROOT / "training/crychic_judge/paper.yaml"),
                                                    "--output_dir", "/tmp/unused"])
-    assert args.tune_root_threshold is False
+    assert args.tune_root_threshold is False and args.tune_implicit_threshold is False
 
 
 def test_calibration_fits_the_cosine_to_the_training_pairs() -> None:

@@ -68,13 +68,16 @@ SAYS = {
                                     "parent = best score above 0.27, else a new root: a threshold tuned for this "
                                     "judge, not the paper's 0.4.", "reconstructed 31 held-out conversations of its "
                                     "training corpus (215 turns", "accuracy 0.5814 at 0.4 -> 0.6512, roots 20 -> 61 "
-                                    "(gold roots 70)", "window 20, threshold 0.27: tuned for this judge)"],
+                                    "(gold roots 70)", "window 20, threshold 0.27: tuned for this judge; IFQC "
+                                    "implicit above 0.7: tuned for this pipeline)", "`implicit_threshold` 0.7",
+                                    "accuracy 0.647 at 0.5 -> 0.686, implicit decisions 66 -> 51"],
     ("crychic_ifqc", "tiny", ""): ["| metric (hand-written set) | before training | after training |",
                                    "| accuracy | 0.5 | 0.9881 |", "`convohub/data/crychic_ifqc_gold.jsonl`: 84 follow-ups"],
     ("crychic_judge", "paper", ""): ["The paper's LLM baseline was not run: this release ran no LLM baseline step.",
                                      "(the paper's judge: an MLP over [history; prompt; history - prompt] of the two "
                                      "embeddings; parent = best score above 0.4, else a new root: the paper's "
-                                     "threshold)", "window 20, threshold 0.4: the paper's)"],
+                                     "threshold)", "window 20, threshold 0.4: the paper's; IFQC implicit above 0.5: "
+                                     "the IFQC's argmax)"],
     ("crychic_ifqc", "paper", ""): ["Base model: `FacebookAI/roberta-base`", "| accuracy | 0.4286 | 0.7857 |",
                                     "*after* is the saved model loaded with `from_pretrained(..., trust_remote_code"],
     ("promise_task1_encoder", "tiny", ""): ["| macro_f1 | 30.00 | 30.00 | 55.00 |", "4-fold cross-validation on the "

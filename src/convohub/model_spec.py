@@ -263,20 +263,23 @@ def _reads(dataset_reads: Sequence[str] | None, *names: str) -> tuple[str, ...] 
 
 
 def train_step(spec: ModelSpec, *, system: str, dataset: Callable[[Any], Path],
-               dataset_reads: Sequence[str] | None = None) -> Step:
+               dataset_reads: Sequence[str] | None = None, extra_args: Callable[[Any], Sequence[str]] | None = None,
+               extra_reads: Sequence[str] = ()) -> Step:
     """Train with the profile's recipe into the system's scratch folder (``--max-train-steps`` applies).
-    ``dataset_reads``: the artifacts ``dataset(ctx)`` looks up (:attr:`convohub.registry.Step.reads`)."""
+    ``dataset_reads``: the artifacts ``dataset(ctx)`` looks up (:attr:`convohub.registry.Step.reads`);
+    ``extra_args(ctx)``: more script arguments (other models' folders, say), from the artifacts ``extra_reads``."""
     from convohub.registry import Step
 
     def run(ctx: Any) -> dict[str, Any]:
         out = ctx.scratch(system, f"{spec.name}-{ctx.profile}")
-        spec.train(ctx.repo, ctx.profile, dataset(ctx), out, ctx.seed, extra=ctx.train_overrides())
+        extra = (*(extra_args(ctx) if extra_args is not None else ()), *ctx.train_overrides())
+        spec.train(ctx.repo, ctx.profile, dataset(ctx), out, ctx.seed, extra=extra)
         return {spec.artifact("dir"): out}
 
     def inputs(ctx: Any) -> list[Path]:
         return [spec.recipe(ctx.repo, ctx.profile), Path(ctx.repo) / spec.script]
 
-    return Step("train", _step_name(spec), run, inputs=inputs, reads=_reads(dataset_reads))
+    return Step("train", _step_name(spec), run, inputs=inputs, reads=_reads(dataset_reads, *extra_reads))
 
 
 def evaluate_step(spec: ModelSpec, *, system: str, dataset: Callable[[Any], Path],

@@ -40,19 +40,24 @@ def _builder_factory(args: argparse.Namespace) -> tuple[Any, str, dict[str, Any]
         if given == (name in args.ablate):
             raise SystemExit(f"give --{name} PATH or --ablate {name} (exactly one of them)")
     from convohub.crychic.components import load_components
-    from convohub.crychic.reconstruct import Crychic, resolve_threshold
+    from convohub.crychic.reconstruct import Crychic, resolve_implicit_threshold, resolve_threshold
 
     ifqc, simplifier, judge = load_components(args.ifqc, args.simplifier, args.judge)
     threshold, origin = resolve_threshold(judge, args.threshold)
+    implicit, implicit_origin = resolve_implicit_threshold(judge, args.implicit_threshold)
     components = {"ifqc": args.ifqc and str(args.ifqc), "simplifier": args.simplifier and str(args.simplifier),
                   "judge": str(args.judge), "judge_architecture": judge.architecture,
-                  "window": args.window, "threshold": threshold, "threshold_origin": origin}
+                  "window": args.window, "threshold": threshold, "threshold_origin": origin,
+                  "implicit_threshold": implicit if ifqc is not None else None,
+                  "implicit_threshold_origin": implicit_origin if ifqc is not None else None}
     parts = [f"{name}={components[name] or 'left out (ablation)'}" for name in ("ifqc", "simplifier", "judge")]
     header = (f"CRyCHIc{' w/o ' + ', '.join(args.ablate) if args.ablate else ''}: " + ", ".join(parts)
-              + f" ({judge.architecture}-encoder judge, window {args.window}, threshold {threshold}: {origin})")
+              + f" ({judge.architecture}-encoder judge, window {args.window}, threshold {threshold}: {origin}"
+              + (f"; IFQC implicit above {implicit}: {implicit_origin}" if ifqc is not None else "") + ")")
 
     def make() -> Crychic:
-        return Crychic(ifqc=ifqc, simplifier=simplifier, judge=judge, window=args.window, threshold=threshold)
+        return Crychic(ifqc=ifqc, simplifier=simplifier, judge=judge, window=args.window, threshold=threshold,
+                       implicit_threshold=implicit)
 
     return make, header, components
 
@@ -253,6 +258,10 @@ def add_cli(subparsers: Any) -> argparse.ArgumentParser:
     ev.add_argument("--threshold", type=float, default=None,
                     help="judge probability the best candidate must exceed to become the parent (default: the "
                          f"root_threshold tuned for the judge when its config has one, else the paper's {THRESHOLD})")
+    ev.add_argument("--implicit-threshold", type=float, default=None,
+                    help="IFQC probability above which a prompt is an implicit follow-up of the most recent turn "
+                         "(default: the implicit_threshold tuned for the pipeline when the judge's config has one, "
+                         "else 0.5, the classifier's argmax)")
     ev.add_argument("--out", type=Path, default=None, help="write the results (with every decision) as JSON")
     ev.set_defaults(handler=run_evaluate)
     from convohub.crychic.simplifier_data import AUTO, RULES_NAME

@@ -215,6 +215,12 @@ class ModelParentJudge:
         value = getattr(self.model.config, "root_threshold", None)
         return None if value is None else float(value)
 
+    @property
+    def implicit_threshold(self) -> float | None:
+        """The IFQC threshold tuned for the pipeline this judge was trained for (None when it has none)."""
+        value = getattr(self.model.config, "implicit_threshold", None)
+        return None if value is None else float(value)
+
     def _turn_texts(self, prompt: str, response: str) -> tuple[str, str]:
         return turn_texts(self.tokenizer, prompt, response, int(self.model.config.turn_max_tokens))
 

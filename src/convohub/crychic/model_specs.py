@@ -163,13 +163,19 @@ def evaluate_reconstruction(tree_dir: Path, ifqc_dir: Path, simplifier_dir: Path
 
     from convohub.crychic.components import load_components
     from convohub.crychic.evaluate import evaluate_trees, load_trees
-    from convohub.crychic.reconstruct import Crychic, NonReconstructing, resolve_threshold
+    from convohub.crychic.reconstruct import (
+        Crychic,
+        NonReconstructing,
+        resolve_implicit_threshold,
+        resolve_threshold,
+    )
 
     trees = load_trees(tree_dir)
     total = len(trees)
     trees = trees[:max_conversations] if max_conversations else trees
     ifqc, simplifier, judge = load_components(ifqc_dir, simplifier_dir, judge_dir)
     threshold, origin = resolve_threshold(judge)
+    implicit, implicit_origin = resolve_implicit_threshold(judge)
     makers = {
         "Non-Reconstructing": NonReconstructing,
         "CRyCHIc w/o PS": lambda: Crychic(ifqc=ifqc, simplifier=None, judge=judge),
@@ -191,7 +197,8 @@ def evaluate_reconstruction(tree_dir: Path, ifqc_dir: Path, simplifier_dir: Path
         torch.set_num_threads(threads)
     return {"split": "test", "conversations": len(trees), "conversations_in_split": total,
             "turns": sum(len(t["turns"]) for t in trees), "judge_architecture": judge.architecture,
-            "threshold": threshold, "threshold_origin": origin, "systems": systems}
+            "threshold": threshold, "threshold_origin": origin, "implicit_threshold": implicit,
+            "implicit_threshold_origin": implicit_origin, "systems": systems}
 
 
 def llm_conversation_cap() -> int:
@@ -337,10 +344,18 @@ def _threshold_values(train: Mapping[str, Any]) -> dict[str, Any]:
     """The judge's root threshold: the paper's, or the one its training run tuned, with the tuning's figures."""
     from convohub.crychic.reconstruct import THRESHOLD
 
+    implicit = train.get("implicit_threshold")
+    values: dict[str, Any] = {"implicit_note": block(bool(implicit), "implicit_tuned")}
+    if implicit:
+        values |= {"implicit_threshold": implicit["threshold"], "implicit_accuracy": implicit["accuracy"],
+                   "implicit_accuracy_reference": implicit["accuracy_at_reference"],
+                   "implicit_decisions": implicit["implicit"],
+                   "implicit_decisions_reference": implicit["implicit_at_reference"],
+                   "implicit_grid": f"{implicit['grid'][0]}-{implicit['grid'][1]}"}
     tuned = train.get("root_threshold")
     if not tuned:
-        return {"root_threshold": THRESHOLD, "threshold_note": Block("threshold_paper")}
-    return {"root_threshold": tuned["threshold"], "threshold_note": Block("threshold_tuned"),
+        return values | {"root_threshold": THRESHOLD, "threshold_note": Block("threshold_paper")}
+    return values | {"root_threshold": tuned["threshold"], "threshold_note": Block("threshold_tuned"),
             "tune_conversations": tuned["conversations"], "tune_turns": tuned["turns"],
             "tune_grid": f"{tuned['grid'][0]}-{tuned['grid'][1]}", "tune_accuracy": tuned["accuracy"],
             "tune_accuracy_reference": tuned["accuracy_at_reference"], "tune_roots": tuned["roots"],
@@ -397,6 +412,8 @@ def card_values(card: CardInput) -> CardValues:
                    "turns": recon["turns"], "judge_architecture": recon["judge_architecture"],
                    "recon_threshold": recon["threshold"],
                    "recon_threshold_origin": recon["threshold_origin"],
+                   "recon_implicit_threshold": recon.get("implicit_threshold", 0.5),
+                   "recon_implicit_origin": recon.get("implicit_threshold_origin", "the IFQC's argmax"),
                    "recon_all_micro": _score_rows(recon, "all_turns", llm=measured),
                    "recon_all_macro": _score_rows(recon, "all_turns", "macro_", llm=measured),
                    "recon_later_micro": _score_rows(recon, "without_first_turns", llm=measured),

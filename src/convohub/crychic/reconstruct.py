@@ -5,7 +5,8 @@ applies decides:
 
 0. empty history -> root (``first-turn``);
 1. the IFQC says implicit follow-up ("Continue", "Translate this") -> child of the most recent turn
-   (``ifqc-implicit``);
+   (``ifqc-implicit``); implicit means a probability above 0.5 (the classifier's argmax) unless the judge
+   carries an ``implicit_threshold`` tuned for the whole pipeline (:func:`resolve_implicit_threshold`);
 2. the prompt simplifier labels every sentence; the prompt takes its highest-priority label (instruction >
    information > polite): information -> child of the most recent turn (``simplifier-information``),
    polite -> root (``simplifier-polite``), instruction -> the simplified prompt (every instruction sentence
@@ -189,6 +190,18 @@ def simplify(labelled: list[tuple[str, str]]) -> str:
                     if label == "instruction" or i == first_information)
 
 
+def resolve_implicit_threshold(judge: ParentJudge, given: float | None = None) -> tuple[float, str]:
+    """The IFQC probability above which a pipeline over ``judge`` calls a prompt implicit, and where it came
+    from: ``given``, else the ``implicit_threshold`` tuned for the pipeline and stored with its judge
+    (:func:`convohub.crychic.threshold.tune_implicit_threshold`), else the classifier's argmax (0.5)."""
+    if given is not None:
+        if not 0 <= float(given) < 1:
+            raise ValueError(f"the implicit threshold must be in [0, 1), got {given}")
+        return float(given), "given"
+    tuned = getattr(judge, "implicit_threshold", None)
+    return (IMPLICIT_THRESHOLD, "the IFQC's argmax") if tuned is None else (float(tuned), "tuned for this pipeline")
+
+
 def resolve_threshold(judge: ParentJudge, given: float | None = None) -> tuple[float, str]:
     """The root threshold a pipeline over ``judge`` uses and where it came from (for headers and cards):
     ``given`` when the caller names one, else the judge's tuned ``root_threshold``, else the paper's
@@ -204,19 +217,22 @@ class Crychic(TreeBuilder):
 
     ``ifqc`` or ``simplifier`` may be None, which skips that rule (the paper's ablations "w/o IFQC" and
     "w/o PS"; without the simplifier the whole prompt goes to the judge); there are no defaults, so leaving
-    one out is always the caller's stated choice. ``threshold`` None: :func:`resolve_threshold`.
+    one out is always the caller's stated choice. ``threshold`` None: :func:`resolve_threshold`;
+    ``implicit_threshold`` None: :func:`resolve_implicit_threshold`.
     """
 
     name = "crychic"
 
     def __init__(self, *, ifqc: FollowUpClassifier | None, simplifier: SentenceLabeller | None,
-                 judge: ParentJudge, window: int = WINDOW, threshold: float | None = None) -> None:
+                 judge: ParentJudge, window: int = WINDOW, threshold: float | None = None,
+                 implicit_threshold: float | None = None) -> None:
         super().__init__()
         if window < 1:
             raise ValueError(f"window must be at least 1 turn, got {window}")
         self.ifqc, self.simplifier, self.judge = ifqc, simplifier, judge
         self.window = window
         self.threshold, self.threshold_origin = resolve_threshold(judge, threshold)
+        self.implicit_threshold, self.implicit_threshold_origin = resolve_implicit_threshold(judge, implicit_threshold)
         # what :meth:`prepare` computed ahead, by prompt (and by turn for the embeddings)
         self._implicit: dict[str, float] = {}
         self._labelled: dict[str, list[tuple[str, str, float]]] = {}
@@ -232,7 +248,7 @@ class Crychic(TreeBuilder):
             todo = [p for p in later if p not in self._implicit]
             self._implicit.update(zip(todo, self.ifqc.implicit_probabilities(todo), strict=True))
         if self.ifqc is not None:
-            later = [p for p in later if self._implicit.get(p, 0.0) <= IMPLICIT_THRESHOLD]
+            later = [p for p in later if self._implicit.get(p, 0.0) <= self.implicit_threshold]
         if self.simplifier is not None and hasattr(self.simplifier, "label_scored_many"):
             todo = [p for p in later if p not in self._labelled]
             self._labelled.update(zip(todo, self.simplifier.label_scored_many(todo), strict=True))
@@ -268,7 +284,7 @@ class Crychic(TreeBuilder):
             implicit = self._implicit.get(prompt)
             if implicit is None:
                 implicit = float(self.ifqc.implicit_probability(prompt))
-            if implicit > IMPLICIT_THRESHOLD:
+            if implicit > self.implicit_threshold:
                 return Decision(t, t - 1, "ifqc-implicit", score=implicit)
         label, query = None, prompt
         if self.simplifier is not None:

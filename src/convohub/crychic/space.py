@@ -91,8 +91,11 @@ def threshold_note(builder: Any) -> str:
     origin = getattr(builder, "threshold_origin", None)
     if origin is None:
         return ""
+    implicit = (f" The IFQC calls a prompt an implicit follow-up of the most recent turn above "
+                f"{builder.implicit_threshold} ({builder.implicit_threshold_origin})."
+                if getattr(builder, "ifqc", None) is not None else "")
     return (f"<p>The judge's threshold is {builder.threshold} ({origin}): the best-scoring earlier "
-            "turn becomes the parent only above it, else the prompt starts a new tree.</p>")
+            f"turn becomes the parent only above it, else the prompt starts a new tree.{implicit}</p>")
 
 
 def export_space(target: Any, repo: Path, *, dataset_id: str, models: list[str], name: str = SPACE_NAME) -> Path:

@@ -100,6 +100,12 @@ def _llm_baseline_results(ctx: Any) -> dict[str, Any]:
     return {"llm_baseline": read_json(Path(path))} if path else {}
 
 
+def _pipeline_args(ctx: Any) -> list[str]:
+    """The judge's recipe tunes the pipeline's IFQC threshold with the IFQC and simplifier trained before it."""
+    return ["--pipeline_ifqc", str(ctx.artifacts[IFQC.artifact("dir")]),
+            "--pipeline_simplifier", str(ctx.artifacts[SIMPLIFIER.artifact("dir")])]
+
+
 def _step_space(ctx: Any) -> dict[str, Any]:
     from convohub.crychic.space import export_space
 
@@ -142,7 +148,8 @@ SYSTEM = System(
         *release_steps(SIMPLIFIER, system="crychic", dataset=_training_data_dir, dataset_reads=TRAINING_DATA_READS),
         # the judge trains on the training data; its evaluation also reconstructs WildChatTree's test split, and
         # its card carries the LLM baseline measured after it
-        train_step(JUDGE, system="crychic", dataset=_training_data_dir, dataset_reads=TRAINING_DATA_READS),
+        train_step(JUDGE, system="crychic", dataset=_training_data_dir, dataset_reads=TRAINING_DATA_READS,
+                   extra_args=_pipeline_args, extra_reads=(IFQC.artifact("dir"), SIMPLIFIER.artifact("dir"))),
         evaluate_step(JUDGE, system="crychic", dataset=_tree_dir, dataset_reads=("wildchat_tree_dir",)),
         Step("evaluate", "crychic-llm-baseline", _step_llm_baseline),
         card_step(JUDGE, extra=_llm_baseline_results, extra_reads=(LLM_BASELINE_EVAL,)),

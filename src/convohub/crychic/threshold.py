@@ -11,6 +11,13 @@ of its training corpus, MixMC-mixed like the test split: :func:`convohub.crychic
 with the judge alone and picks, from a grid, the threshold whose decisions give the most right parents over
 every turn but the first; a tie goes to the value nearest the paper's 0.4. The training script stores it as
 the judge config's ``root_threshold``, which the pipeline uses unless the caller names another.
+
+:func:`tune_implicit_threshold` does the same for the IFQC's rule (implicit -> child of the most recent turn),
+with the whole pipeline on the same held-out conversations: the classifier's argmax (0.5) sends every prompt
+it leans implicit on to the most recent turn, which interleaved conversations punish (measured on the
+WildChatTree test split with the stop-34 release's models: 195 implicit decisions, 41% right; CRyCHIc F1 0.499
+at 0.5, 0.537 at the tuned 0.65). The threshold with the most right parents is kept, a tie going to the value nearest 0.5, and
+stored as the judge config's ``implicit_threshold``, since it belongs to the pipeline the judge was tuned in.
 """
 
 from __future__ import annotations
@@ -19,11 +26,13 @@ from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from convohub.crychic.components import ParentJudge
-from convohub.crychic.reconstruct import THRESHOLD, WINDOW, Crychic, reconstruct
+from convohub.crychic.components import FollowUpClassifier, ParentJudge, SentenceLabeller
+from convohub.crychic.reconstruct import IMPLICIT_THRESHOLD, THRESHOLD, WINDOW, Crychic, reconstruct
 
 #: thresholds tried: 0.05 to 0.95 in steps of 0.01
 GRID: tuple[float, ...] = tuple(round(0.05 + 0.01 * i, 2) for i in range(91))
+#: IFQC thresholds tried: 0.5 (the argmax) to 0.95 in steps of 0.05
+IMPLICIT_GRID: tuple[float, ...] = tuple(round(0.5 + 0.05 * i, 2) for i in range(10))
 
 
 @dataclass(frozen=True)
@@ -76,3 +85,63 @@ def tune_root_threshold(trees: Sequence[Mapping[str, Any]], judge: ParentJudge, 
             "roots": roots(threshold), "roots_at_reference": roots(reference),
             "gold_roots": sum(p.gold == -1 for p in points), "turns": len(points), "conversations": len(trees),
             "window": window, "grid": [grid[0], grid[-1]]}
+
+
+#: the components' batched methods (:meth:`convohub.crychic.reconstruct.Crychic.prepare`), each one input a text
+#: or a (prompt, response) pair and one answer per input
+BATCHED_METHODS = ("implicit_probabilities", "label_scored_many", "embed_prompts", "embed_turns")
+
+
+class Remembered:
+    """A component whose batched answers are kept by input: reconstructing the same conversations at every
+    grid value then asks each model about each text once. Everything else passes through."""
+
+    def __init__(self, inner: Any) -> None:
+        self.inner = inner
+        self.memo: dict[str, dict[Any, Any]] = {}
+
+    def __getattr__(self, name: str) -> Any:
+        attr = getattr(self.inner, name)
+        if name not in BATCHED_METHODS:
+            return attr
+
+        def remembered(items: Sequence[Any]) -> list[Any]:
+            memo = self.memo.setdefault(name, {})
+            todo = [item for item in dict.fromkeys(items) if item not in memo]
+            if todo:
+                memo.update(zip(todo, attr(todo), strict=True))
+            return [memo[item] for item in items]
+
+        return remembered
+
+
+def tune_implicit_threshold(trees: Sequence[Mapping[str, Any]], ifqc: FollowUpClassifier,
+                            simplifier: SentenceLabeller | None, judge: ParentJudge, *, window: int = WINDOW,
+                            grid: Sequence[float] = IMPLICIT_GRID,
+                            reference: float = IMPLICIT_THRESHOLD) -> dict[str, Any]:
+    """The grid's IFQC threshold whose full-pipeline reconstruction of ``trees`` gets the most parents right
+    (every turn but each conversation's first; module docstring), with its figures against ``reference``."""
+    ifqc, simplifier, judge = (Remembered(c) if c is not None else None for c in (ifqc, simplifier, judge))
+
+    def run(threshold: float) -> tuple[float, int]:
+        right = turns = implicit = 0
+        for tree in trees:
+            exchanges = [(t["user_prompt"], t["assistant_response"]) for t in tree["turns"]]
+            builder = reconstruct(exchanges, lambda: Crychic(ifqc=ifqc, simplifier=simplifier, judge=judge,
+                                                             window=window, implicit_threshold=threshold))
+            for decision, turn in zip(builder.decisions[1:], tree["turns"][1:], strict=True):
+                right += decision.parent == int(turn["parent"])
+                turns += 1
+                implicit += decision.rule == "ifqc-implicit"
+        if not turns:
+            raise ValueError("no judged turns: the conversations need two or more turns each")
+        return right / turns, implicit
+
+    measured = {t: run(t) for t in grid}
+    if reference not in measured:
+        measured[reference] = run(reference)
+    accuracy, _, threshold = max((measured[t][0], -abs(t - reference), t) for t in grid)
+    return {"threshold": threshold, "accuracy": round(accuracy, 4), "reference_threshold": reference,
+            "accuracy_at_reference": round(measured[reference][0], 4), "implicit": measured[threshold][1],
+            "implicit_at_reference": measured[reference][1], "conversations": len(trees),
+            "turns": sum(len(t["turns"]) - 1 for t in trees), "window": window, "grid": [grid[0], grid[-1]]}

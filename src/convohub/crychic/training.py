@@ -63,6 +63,15 @@ class CrychicArguments:
         "help": "judge only: after training, reconstruct the held-out conversations of the training data with the "
                 "judge alone and store the root threshold that gets the most parents right as the config's "
                 "root_threshold (the pipeline then uses it instead of the paper's 0.4)"})
+    tune_implicit_threshold: bool = field(default=False, metadata={
+        "help": "judge only: after the root threshold, reconstruct the same held-out conversations with the whole "
+                "pipeline (the IFQC and simplifier of --pipeline_ifqc / --pipeline_simplifier) and store the IFQC "
+                "threshold that gets the most parents right as the config's implicit_threshold (else the IFQC's "
+                "argmax, 0.5)"})
+    pipeline_ifqc: str | None = field(default=None, metadata={
+        "help": "judge only: the trained IFQC folder the implicit threshold is tuned with"})
+    pipeline_simplifier: str | None = field(default=None, metadata={
+        "help": "judge only: the trained simplifier folder the implicit threshold is tuned with"})
     max_train_examples: int | None = field(default=None, metadata={"help": "cap on training rows (seeded)"})
     max_eval_examples: int | None = field(default=None, metadata={"help": "cap on held-out rows (seeded)"})
     gold_eval: bool = field(default=False, metadata={"help": "IFQC only: also score the hand-written follow-ups "
@@ -108,9 +117,9 @@ def build_model(task: str, args: CrychicArguments) -> tuple[Any, Any]:
     if task == "judge":
         kwargs |= {"architecture": args.architecture, "turn_max_tokens": args.turn_max_tokens,
                    "cosine_residual": args.cosine_residual}
-    elif args.cosine_residual or args.tune_root_threshold:
-        raise ValueError(f"cosine_residual and tune_root_threshold apply to the judge only; the {task} recipe must "
-                         "leave them off")
+    elif args.cosine_residual or args.tune_root_threshold or args.tune_implicit_threshold:
+        raise ValueError(f"cosine_residual, tune_root_threshold and tune_implicit_threshold apply to the judge only; "
+                         f"the {task} recipe must leave them off")
     model = cls.from_encoder(path, trust_remote_code=args.trust_remote_code, **kwargs)
     tokenizer = AutoTokenizer.from_pretrained(path, trust_remote_code=args.trust_remote_code)
     return model, tokenizer
@@ -217,7 +226,12 @@ def threshold_trees(args: CrychicArguments) -> list[dict[str, Any]] | None:
     it), read before training so that a data folder without them stops the run before any work is lost."""
     from convohub.crychic.judge_data import read_trees
 
-    if not args.tune_root_threshold:
+    if args.tune_implicit_threshold:
+        missing = [f"--{name}" for name in ("pipeline_ifqc", "pipeline_simplifier") if not getattr(args, name)]
+        if missing:
+            raise ValueError(f"tune_implicit_threshold needs the trained {' and '.join(missing)} folder(s) to "
+                             "reconstruct with (the release passes them); or leave it off")
+    if not (args.tune_root_threshold or args.tune_implicit_threshold):
         return None
     trees = read_trees(args.dataset_path)
     if not trees:
@@ -235,6 +249,20 @@ def tune_threshold(model: Any, tokenizer: Any, trees: Sequence[Mapping[str, Any]
     result = tune_root_threshold(trees, ModelParentJudge.from_model(model, tokenizer))
     model.config.root_threshold = result["threshold"]
     return result
+
+
+def tune_pipeline_threshold(model: Any, tokenizer: Any, trees: Sequence[Mapping[str, Any]],
+                            args: CrychicArguments) -> dict[str, Any]:
+    """Tune the IFQC threshold of the pipeline over the trained judge (its root threshold already set) and the
+    named IFQC and simplifier on ``trees``, and write it into the judge's config before it is saved."""
+    from convohub.crychic.components import ModelFollowUpClassifier, ModelParentJudge, ModelSentenceLabeller
+    from convohub.crychic.threshold import tune_implicit_threshold
+
+    result = tune_implicit_threshold(trees, ModelFollowUpClassifier(args.pipeline_ifqc),
+                                     ModelSentenceLabeller(args.pipeline_simplifier),
+                                     ModelParentJudge.from_model(model, tokenizer))
+    model.config.implicit_threshold = result["threshold"]
+    return result | {"ifqc": str(args.pipeline_ifqc), "simplifier": str(args.pipeline_simplifier)}
 
 
 def evaluate_rows(task: str, model: Any, tokenizer: Any, rows: Sequence[Mapping[str, Any]],
@@ -367,7 +395,10 @@ def run(task: str, argv: Sequence[str] | None = None) -> dict[str, Any]:
     # 5. measure again, 6. save (the main process writes)
     after = evaluate_rows(task, model, tokenizer, eval_rows, batch)
     gold_after = evaluate_rows(task, model, tokenizer, gold, batch) if gold else None
-    root_threshold = tune_threshold(model, tokenizer, trees) if trees is not None else None
+    root_threshold = tune_threshold(model, tokenizer, trees) if trees is not None and args.tune_root_threshold \
+        else None
+    implicit_threshold = tune_pipeline_threshold(model, tokenizer, trees, args) \
+        if trees is not None and args.tune_implicit_threshold else None
     trainer.save_model(str(out))
     record = read_record(args.dataset_path).get(task, {})
     results: dict[str, Any] = {
@@ -387,6 +418,8 @@ def run(task: str, argv: Sequence[str] | None = None) -> dict[str, Any]:
             results["cosine_calibration"] = calibration
         if root_threshold is not None:
             results["root_threshold"] = root_threshold
+        if implicit_threshold is not None:
+            results["implicit_threshold"] = implicit_threshold
     if gold:
         results["gold"] = gold_scores(gold_before, gold_after)
     if task == "simplifier" and record.get("agreement"):
@@ -403,6 +436,11 @@ def run(task: str, argv: Sequence[str] | None = None) -> dict[str, Any]:
               f"{root_threshold['accuracy_at_reference']:.4f} at {root_threshold['reference_threshold']} -> "
               f"{root_threshold['accuracy']:.4f} on {root_threshold['turns']} turns of "
               f"{root_threshold['conversations']} held-out conversations)")
+    if implicit_threshold is not None:
+        print(f"{task}: IFQC threshold {implicit_threshold['threshold']} for the pipeline (parent accuracy "
+              f"{implicit_threshold['accuracy_at_reference']:.4f} at {implicit_threshold['reference_threshold']} -> "
+              f"{implicit_threshold['accuracy']:.4f}; implicit decisions {implicit_threshold['implicit_at_reference']}"
+              f" -> {implicit_threshold['implicit']})")
     if gold:
         print(f"{task}: hand-written set accuracy {gold_before['accuracy']:.4f} -> {gold_after['accuracy']:.4f}, "
               f"macro-F1 {gold_before['f1_macro']:.4f} -> {gold_after['f1_macro']:.4f} ({len(gold)} rows)")

@@ -199,9 +199,15 @@ class CrychicFollowUpJudgeConfig(CrychicEncoderConfig):
     #: starts a new tree), when it was tuned for this judge on held-out conversations; None: the pipeline uses
     #: the paper's 0.4
     root_threshold: float | None = None
+    #: the IFQC probability above which the pipeline this judge was tuned in calls a prompt an implicit
+    #: follow-up of the most recent turn, when it was tuned on held-out conversations with the IFQC and
+    #: simplifier of its release; None: the IFQC's argmax (0.5)
+    implicit_threshold: float | None = None
 
     def __post_init__(self, **kwargs):
         super().__post_init__(**kwargs)
+        if self.implicit_threshold is not None and not 0.0 <= self.implicit_threshold < 1.0:
+            raise ValueError(f"implicit_threshold must be a probability in [0, 1), got {self.implicit_threshold!r}")
         if self.architecture not in JUDGE_ARCHITECTURES:
             raise ValueError(f"architecture must be one of {JUDGE_ARCHITECTURES}, got {self.architecture!r}")
         if self.root_threshold is not None and not 0.0 < self.root_threshold < 1.0:
