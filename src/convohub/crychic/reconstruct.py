@@ -190,6 +190,15 @@ def simplify(labelled: list[tuple[str, str]]) -> str:
                     if label == "instruction" or i == first_information)
 
 
+def judge_query(prompt: str, labelled: list[tuple[str, str]]) -> tuple[str | None, str | None]:
+    """The prompt's label (rule 2) and what the judge reads for it: None when the label decides alone
+    (information, polite), the simplified prompt for an instruction, else the whole prompt."""
+    label = prompt_label(labelled)
+    if label in ("information", "polite"):
+        return label, None
+    return label, simplify(labelled) if label == "instruction" else prompt
+
+
 def resolve_implicit_threshold(judge: ParentJudge, given: float | None = None) -> tuple[float, str]:
     """The IFQC probability above which a pipeline over ``judge`` calls a prompt implicit, and where it came
     from: ``given``, else the ``implicit_threshold`` tuned for the pipeline and stored with its judge
@@ -271,10 +280,7 @@ class Crychic(TreeBuilder):
         if prompt not in self._labelled:
             return None
         labelled = [(sentence, label) for sentence, label, _ in self._labelled[prompt]]
-        label = prompt_label(labelled)
-        if label in ("information", "polite"):
-            return None
-        return simplify(labelled) if label == "instruction" else prompt
+        return judge_query(prompt, labelled)[1]
 
     def decide(self, prompt: str) -> Decision:
         t = len(self.turns)
@@ -289,13 +295,11 @@ class Crychic(TreeBuilder):
         label, query = None, prompt
         if self.simplifier is not None:
             labelled, confidence = self._label(prompt)
-            label = prompt_label(labelled)
-            if label == "information":
-                return Decision(t, t - 1, "simplifier-information", score=confidence.get(label), label=label)
-            if label == "polite":
-                return Decision(t, -1, "simplifier-polite", score=confidence.get(label), label=label)
-            if label == "instruction":
-                query = simplify(labelled)
+            label, judged = judge_query(prompt, labelled)
+            if judged is None:
+                parent = t - 1 if label == "information" else -1
+                return Decision(t, parent, f"simplifier-{label}", score=confidence.get(label), label=label)
+            query = judged
         return self._judge(t, query, label)
 
     def _label(self, prompt: str) -> tuple[list[tuple[str, str]], dict[str, float]]:
