@@ -166,17 +166,24 @@ def test_choice_backend_scores_options_exactly_and_answers_with_the_best(local: 
     requests = [ChatRequest.from_prompt(shared + p) for p in ("Thanks a lot!", "a much longer prompt, padded")]
     chooser = ChoiceBackend(local, LABELS, case_variants=False)
     assert any(len(ids) > 1 for spellings in chooser._ids for ids in spellings)  # multi-token options here
-    prefix_runs = []
+    prefix_tokens = []  # tokens of each run that keeps its keys and values for the rows after it
     forward = local.model.forward
 
     def spy(*args: Any, **kwargs: Any) -> Any:
-        prefix_runs.append(bool(kwargs.get("use_cache")))
+        if kwargs.get("use_cache"):
+            prefix_tokens.append(kwargs["input_ids"].shape[1])
         return forward(*args, **kwargs)
 
     monkeypatch.setattr(local.model, "forward", spy)
     scores = chooser.option_logprobs(requests)
     monkeypatch.undo()
-    assert sum(prefix_runs) == 1  # the shared instructions ran once, every row reused them
+    tok = local.tokenizer
+    prompts = [tok(tok.apply_chat_template(r.messages, tokenize=False, add_generation_prompt=True),
+                   add_special_tokens=False)["input_ids"] for r in requests]
+    common = next(k for k in range(len(prompts[0])) if prompts[0][k] != prompts[1][k])
+    # the shared instructions ran once for both requests, then each prompt's own tokens (all but the last, whose
+    # logits are read) once for all of its option rows
+    assert prefix_tokens[0] == common and sorted(prefix_tokens[1:]) == sorted(len(p) - 1 - common for p in prompts)
     for request, row in zip(requests, scores, strict=True):
         for label, value in zip(LABELS, row, strict=True):
             assert value == pytest.approx(_brute_force(local, request, label), abs=1e-4)

@@ -229,6 +229,44 @@ def test_split_labelling_retries_then_names_the_turn(tmp_path: Path) -> None:
     assert sum(broken.asked.values()) == 6 + 1 + 1  # six for T-2, T-3's reaction and its label once each
 
 
+def test_split_labelling_on_a_local_model_answers_by_likelihood(tmp_path: Path) -> None:
+    from convohub.llm import TransformersBackend
+    from convohub.llm.choices import ChoiceBackend, choice_logprobs
+    from convohub.tiny import tiny_model
+    from convohub.wildfeedback.turn_prompts import (
+        DSAT_GLOSSES,
+        SAT_GLOSSES,
+        label_messages,
+        reaction_messages,
+    )
+
+    local = TransformersBackend(tiny_model("causal"), device="cpu", batch_size=4)
+    calls: list[int] = []
+    generate = local.chat
+    local.chat = lambda requests: calls.append(len(requests)) or generate(requests)  # type: ignore[method-assign]
+    [outcome] = identify_split([CONV], CachedBackend(local, tmp_path), progress=False)
+    assert calls == []  # nothing was generated: every question was read off the option likelihoods
+    result = outcome.result
+    assert result is not None and outcome.errors == []
+    assert result.labeller.endswith("(split prompts, closed answers by likelihood; other fields rules:lexicon-v2)")
+    # each turn's label is the most likely of the closed list for the turn's most likely reaction
+    user_turns = [t for t in CONV if t["role"] == "user"]
+    for k in (1, 2):
+        ai = CONV[CONV.index(user_turns[k]) - 1]["content"]
+        [reaction] = ChoiceBackend(local, ["A", "B", "C"]).chat([ChatRequest(messages=reaction_messages(
+            ai, user_turns[k]["content"]), max_new_tokens=6)])
+        polarity = {"A": "sat", "B": "dsat", "C": None}[reaction.text[0]]
+        turn = result.turns[k]
+        if polarity is None:
+            assert turn.satisfaction == ["N/A"] and turn.dissatisfaction == ["N/A"]
+            continue
+        options = list(SAT_GLOSSES if polarity == "sat" else DSAT_GLOSSES)
+        [label] = ChoiceBackend(local, options).chat([ChatRequest(messages=label_messages(
+            ai, user_turns[k]["content"], polarity), max_new_tokens=6)])
+        scores = choice_logprobs(label.text)
+        assert (turn.satisfaction if polarity == "sat" else turn.dissatisfaction) == [max(scores, key=scores.get)]
+
+
 def test_label_cli_with_rules_names_the_rules(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
     from convohub.cli import main
 

@@ -79,13 +79,31 @@ class ChoiceBackend(ChatBackend):
     def describe(self) -> dict[str, Any]:
         return {**self.local.describe(), "backend": self.kind, "options": list(self.options)}
 
-    def _forward(self, rows: Sequence[Sequence[int]], wanted: Sequence[Sequence[int]]) -> list[Any]:
+    def _prefix_cache(self, prefix: Sequence[int], base: tuple[list[int], Any] | None) -> Any:
+        """The keys and values of ``prefix``, continued from a copy of ``base`` (tokens, cache) when ``prefix``
+        starts with those tokens."""
+        import copy
+
+        import torch
+
+        start, cache = 0, None
+        if base is not None and len(base[0]) <= len(prefix) and list(prefix[:len(base[0])]) == base[0]:
+            start, cache = len(base[0]), copy.deepcopy(base[1])
+            if start == len(prefix):
+                return cache
+        kwargs = {"cache": cache} if cache is not None else {}
+        return self.local.model(input_ids=torch.tensor([list(prefix[start:])], device=self.local.device),
+                                use_cache=True, **kwargs).cache
+
+    def _forward(self, rows: Sequence[Sequence[int]], wanted: Sequence[Sequence[int]],
+                 base: tuple[list[int], Any] | None = None) -> list[Any]:
         """For every row (right-padded into one batch), the log-probability vectors at the row's ``wanted``
         positions (absolute indices into the row), as ``(len(wanted[k]), vocabulary)`` tensors.
 
         The rows' common token prefix (the instructions, worked examples and prompt every request of a batch
         shares) is run once and its keys and values reused by every row, so only the suffixes are paid for;
-        logits are computed at the wanted positions only (``logits_to_keep``), not over the whole vocabulary
+        ``base`` (tokens, cache) is the prefix every batch of the call shares, run once for all batches.
+        Logits are computed at the wanted positions only (``logits_to_keep``), not over the whole vocabulary
         at every position."""
         import torch
 
@@ -107,8 +125,7 @@ class ChoiceBackend(ChatBackend):
         with torch.inference_mode():  # padded on the right: every position keeps its own index
             kwargs: dict[str, Any] = {}
             if offset:
-                cache = self.local.model(input_ids=torch.tensor([list(rows[0][:offset])], device=device),
-                                         use_cache=True).cache
+                cache = self._prefix_cache(rows[0][:offset], base)
                 cache.batch_repeat_interleave(len(rows))
                 kwargs["cache"] = cache
             logits = self.local.model(input_ids=ids, attention_mask=mask, logits_to_keep=torch.tensor(keep, device=device),
@@ -131,13 +148,18 @@ class ChoiceBackend(ChatBackend):
             jobs += [(r, o, s) for o, spellings in enumerate(self._ids) for s, ids in enumerate(spellings)
                      if len(ids) > 1]
         scores = torch.full((len(requests), len(self.options), max(map(len, self._ids))), float("-inf"))
-        for start in range(0, len(jobs), self.batch_size):
-            chunk = jobs[start:start + self.batch_size]
+        chunks = _chunks(jobs, self.batch_size)
+        common = _common_prefix(prompts)
+        base = None
+        if len(chunks) > 1 and common >= MIN_SHARED_PREFIX:
+            with torch.inference_mode():
+                base = (list(prompts[0][:common]), self._prefix_cache(prompts[0][:common], None))
+        for chunk in chunks:
             rows = [prompts[r] + (self._ids[o][s] if o is not None else []) for r, o, s in chunk]
             # the logits at position i predict token i + 1: the answer's tokens follow the prompt's last one
             wanted = [range(len(prompts[r]) - 1, len(prompts[r]) - 1 + (len(self._ids[o][s]) if o is not None else 1))
                       for r, o, s in chunk]
-            for (r, o, s), logp in zip(chunk, self._forward(rows, wanted), strict=True):
+            for (r, o, s), logp in zip(chunk, self._forward(rows, wanted, base), strict=True):
                 if o is None:
                     for oo, spellings in enumerate(self._ids):
                         for ss, ids in enumerate(spellings):
@@ -155,6 +177,30 @@ class ChoiceBackend(ChatBackend):
             numbers = ", ".join(f"{o} {v:+.4f}" for o, v in zip(self.options, row, strict=True))
             out.append(ChatResponse(text=f"{self.options[best]} (log-likelihood {numbers})", finish_reason="stop"))
         return out
+
+
+def _common_prefix(prompts: Sequence[Sequence[int]]) -> int:
+    """Tokens every prompt starts with, leaving each prompt at least its last token (whose logits are read)."""
+    limit = min(len(p) for p in prompts) - 1
+    for k in range(max(limit, 0)):
+        if any(p[k] != prompts[0][k] for p in prompts):
+            return k
+    return max(limit, 0)
+
+
+def _chunks(jobs: Sequence[tuple[int, int | None, int | None]], size: int) -> list[list[tuple[int, int | None, int | None]]]:
+    """Batches of at most ``size`` jobs. Requests that only have prompt rows (every spelling one token) are
+    batched together; a request with rows of several-token spellings gets batches of its own, so each batch
+    shares the whole prompt and :meth:`ChoiceBackend._forward` runs it once instead of once per row (measured
+    on WildFeedback's nine-label questions, SmolLM2-135M, 2 CPU cores: 98 requests of 19 rows each took 95 s
+    in mixed batches of 16 rows).
+    """
+    if all(o is None for _, o, _ in jobs):
+        return [list(jobs[start:start + size]) for start in range(0, len(jobs), size)]
+    by_request: dict[int, list[tuple[int, int | None, int | None]]] = {}
+    for job in jobs:
+        by_request.setdefault(job[0], []).append(job)
+    return [rows[start:start + size] for rows in by_request.values() for start in range(0, len(rows), size)]
 
 
 def choice_logprobs(text: str) -> dict[str, float]:

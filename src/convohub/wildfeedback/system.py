@@ -5,7 +5,7 @@ card -> Space, plus ``convohub wildfeedback label|build|evaluate``.
 without, the pipeline runs on the sample corpus with the LLM from ``CONVOHUB_LLM_*`` (labelling,
 summaries and expert responses) or the offline stand-ins. The feedback labeller is chosen, never silently:
 ``--llm rules`` -> the rules; a configured LLM -> that model; otherwise whichever of the rules and the local
-SmolLM2 (split prompts) agreed better with the hand-labelled set (measured in the build, cached under the
+SmolLM2 (split prompts answered by likelihood) agreed better with the hand-labelled set (measured in the build, cached under the
 work dir; the card reports both). The on-policy variant additionally needs
 ``CONVOHUB_WILDFEEDBACK_POLICY`` (a model spec for :func:`convohub.llm.make_backend`, e.g. the folder of the
 chat LM trained by ``convohub.corpus``) and a judge in ``CONVOHUB_WILDFEEDBACK_JUDGE`` (or the LLM).
