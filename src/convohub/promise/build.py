@@ -21,11 +21,14 @@ from convohub.promise.simulate import LoopSettings
 
 #: Tiny profile: 12 dialogues (6 validation, 6 test at most). Once the first question stopped restating the intent
 #: the dialogues grew from 2.07 to 2.87 turns; 16 of them then took 114 s to generate (89 s before) and the whole
-#: system 4.4 minutes, which put the main job 12 s over its 45 minutes on a slow day; 32 took 227 s. Then 160
+#: system 4.4 minutes, which put the main job 12 s over its 45 minutes on a slow day; 32 took 227 s. Six tries
+#: for the intent and first question and five per suggestion (the paper profile keeps three, for an endpoint):
+#: with three SmolLM2 lost 4 of the 12 dialogues (2 first questions over ten words, 2 suggestions) and the build
+#: kept 8 dialogues, 24 turns, in 82 s; with six and five it keeps 11, 36 turns, in 114 s (2 CPU cores). Then 160
 #: estimated tokens of earlier turns, and
 #: answer-first suggestions: with the paper's prompt SmolLM2 wrote no grounded answer in 32 first tries and
 #: mostly repeated the query as its question; given a snippet sentence it writes a question that sentence answers.
-TINY = LoopSettings(n_dialogues=12, context_tokens=160, answers="extractive")
+TINY = LoopSettings(n_dialogues=12, context_tokens=160, answers="extractive", setup_attempts=6, sqa_attempts=5)
 PAPER = LoopSettings(n_dialogues=1025, context_tokens=3000)
 #: ``CONVOHUB_PROMISE_SOURCE``: release runs read released dialogues from this folder instead of generating.
 SOURCE_ENV = "CONVOHUB_PROMISE_SOURCE"
