@@ -110,11 +110,8 @@ class ChoiceBackend(ChatBackend):
         pad = self.local.tokenizer.pad_token_id
         pad = pad if pad is not None else 0
         device = self.local.device
-        shared = min(min(len(row) for row in rows) - 1, min(min(w) for w in wanted))  # wanted logits stay ours
-        for k in range(shared):
-            if any(row[k] != rows[0][k] for row in rows):
-                shared = k
-                break
+        # wanted logits stay ours: the shared prefix ends before the first wanted position
+        shared = _common_prefix(rows, min(min(len(row) for row in rows) - 1, min(min(w) for w in wanted)))
         offset = shared if shared >= MIN_SHARED_PREFIX and len(rows) > 1 else 0
         suffixes = [list(row[offset:]) for row in rows]
         width = max(map(len, suffixes))
@@ -149,7 +146,7 @@ class ChoiceBackend(ChatBackend):
                      if len(ids) > 1]
         scores = torch.full((len(requests), len(self.options), max(map(len, self._ids))), float("-inf"))
         chunks = _chunks(jobs, self.batch_size)
-        common = _common_prefix(prompts)
+        common = _common_prefix(prompts, min(len(p) for p in prompts) - 1)  # each keeps its last token
         base = None
         if len(chunks) > 1 and common >= MIN_SHARED_PREFIX:
             with torch.inference_mode():
@@ -179,11 +176,10 @@ class ChoiceBackend(ChatBackend):
         return out
 
 
-def _common_prefix(prompts: Sequence[Sequence[int]]) -> int:
-    """Tokens every prompt starts with, leaving each prompt at least its last token (whose logits are read)."""
-    limit = min(len(p) for p in prompts) - 1
+def _common_prefix(rows: Sequence[Sequence[int]], limit: int) -> int:
+    """How many leading tokens all ``rows`` share, at most ``limit``."""
     for k in range(max(limit, 0)):
-        if any(p[k] != prompts[0][k] for p in prompts):
+        if any(row[k] != rows[0][k] for row in rows):
             return k
     return max(limit, 0)
 

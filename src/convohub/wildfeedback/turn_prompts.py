@@ -182,13 +182,15 @@ def _ask(backend: ChatBackend, questions: list[_Question], max_attempts: int, pr
         q = questions[i]
         return parse_reaction(text) if q.field == "reaction" else parse_label(text, q.field.split("_")[0])
 
-    for field_name in dict.fromkeys(q.field for q in questions):
-        picked = [i for i, q in enumerate(questions) if q.field == field_name]
-        answerer = as_choice_backend(backend, _options(field_name)) or backend
+    # a local model is asked per field (each field has its own closed answers); an endpoint gets one batch
+    local = local_model(backend) is not None
+    for field_name in dict.fromkeys(q.field if local else "" for q in questions):
+        picked = [i for i, q in enumerate(questions) if not local or q.field == field_name]
+        answerer = as_choice_backend(backend, _options(field_name)) if local else backend
         asked = ask_until_parsed(answerer, len(picked),
                                  lambda i, attempt, picked=picked: _request(questions[picked[i]].messages, attempt),
                                  lambda i, text, picked=picked: parse(picked[i], text),
-                                 max_attempts=max_attempts, desc=f"feedback {field_name}, split prompts (try {{try}})",
+                                 max_attempts=max_attempts, desc="feedback labels, split prompts (try {try})",
                                  progress=progress)
         for i, parsed in zip(picked, asked, strict=True):
             questions[i].answer, questions[i].errors = parsed.value, parsed.errors
