@@ -164,6 +164,21 @@ def test_space_shows_the_simulator_beside_the_visitor(release_root: Path) -> Non
         assert [t["action"] for t in kept["turns"]] == ["none"] and kept["nones"] == 1 and kept["outcome"] is None
 
 
+def test_space_names_the_settings_when_the_simulator_is_missing(release_root: Path, tmp_path: Path) -> None:
+    import gradio as gr
+
+    space = release_root / "spaces" / NS / "promise-explorer"
+    missing = tmp_path / "no-such-model"
+    app = SpaceApp("promise", space / "app.py", {"CONVOHUB_PROMISE_AGENT": "smollm2",
+                                                 "CONVOHUB_PROMISE_TASK1_MODEL": str(missing),
+                                                 "CONVOHUB_PROMISE_TASK2_MODEL": str(missing)})
+    with serve(app) as (_, module), pytest.raises(gr.Error) as caught:
+        module._simulator()
+    message = str(caught.value.message)
+    assert "CONVOHUB_PROMISE_TASK1_MODEL" in message and "CONVOHUB_PROMISE_TASK2_MODEL" in message
+    assert f"the task1 simulator {str(missing)!r} cannot be loaded" in message
+
+
 def test_rerun_resumes_and_changes_nothing(release_root: Path) -> None:
     before = {k: v for k, v in folder_digest(release_root).items() if not k.startswith(".convohub-work")}
     records = _release(release_root)

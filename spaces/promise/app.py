@@ -51,9 +51,16 @@ def _agent() -> tuple[Any, Any]:
 
 @lru_cache(maxsize=1)
 def _simulator() -> Any:
+    """The trained Task 1 and Task 2 classifiers; a visitor whose Space cannot find them is told which
+    settings name them (a failed load is not cached, so fixing the settings and restarting is enough)."""
     from convohub.promise.simulators import EncoderSimulator
 
-    return EncoderSimulator({"task1": TASK1_MODEL, "task2": TASK2_MODEL})
+    try:
+        return EncoderSimulator({"task1": TASK1_MODEL, "task2": TASK2_MODEL})
+    except (OSError, ValueError) as exc:
+        raise gr.Error(f"The trained user simulator could not be loaded: {exc}. Set CONVOHUB_PROMISE_TASK1_MODEL "
+                       "and CONVOHUB_PROMISE_TASK2_MODEL to the Task 1 and Task 2 model folders or Hub ids "
+                       f"(now {TASK1_MODEL!r} and {TASK2_MODEL!r}).") from exc
 
 
 def start(intent: str, question: str) -> tuple[list[list[str]], str, dict[str, Any]]:
