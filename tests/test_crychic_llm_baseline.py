@@ -187,6 +187,18 @@ def test_choice_backend_scores_options_exactly_and_answers_with_the_best(local: 
     for request, row in zip(requests, scores, strict=True):
         for label, value in zip(LABELS, row, strict=True):
             assert value == pytest.approx(_brute_force(local, request, label), abs=1e-4)
+    # batches one row short of a request: each request's last row is a batch of its own, and continues the
+    # shared instructions' cache too instead of running its whole prompt again
+    rows = 1 + sum(len(ids) > 1 for spellings in chooser._ids for ids in spellings)
+    assert rows > 2
+    small = ChoiceBackend(local, LABELS, case_variants=False, batch_size=rows - 1)
+    prefix_tokens.clear()
+    monkeypatch.setattr(local.model, "forward", spy)
+    for got, want in zip(small.option_logprobs(requests), scores, strict=True):
+        assert got == pytest.approx(want, abs=1e-4)
+    monkeypatch.undo()
+    assert prefix_tokens[0] == common and sorted(prefix_tokens[1:]) == sorted(
+        len(p) - 1 - common for p in prompts for _ in range(2))
     answers = chooser.chat(requests)
     for answer, row in zip(answers, scores, strict=True):
         assert parse_label(answer.text) == LABELS[max(range(3), key=row.__getitem__)]

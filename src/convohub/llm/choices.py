@@ -112,7 +112,8 @@ class ChoiceBackend(ChatBackend):
         device = self.local.device
         # wanted logits stay ours: the shared prefix ends before the first wanted position
         shared = _common_prefix(rows, min(min(len(row) for row in rows) - 1, min(min(w) for w in wanted)))
-        offset = shared if shared >= MIN_SHARED_PREFIX and len(rows) > 1 else 0
+        # one row alone gains from a split only when its prefix continues the call's ``base``
+        offset = shared if shared >= MIN_SHARED_PREFIX and (len(rows) > 1 or base is not None) else 0
         suffixes = [list(row[offset:]) for row in rows]
         width = max(map(len, suffixes))
         ids = torch.tensor([row + [pad] * (width - len(row)) for row in suffixes], device=device)
