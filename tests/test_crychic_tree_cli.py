@@ -167,3 +167,16 @@ def test_accepted_shapes_read_alike() -> None:
         conversation_from_json([{**RECORD, "conversation_id": "a"}], "list", "zz")
     with pytest.raises(ConversationInputError, match="no such file"):
         read_conversation_file(Path("/nonexistent/chat.json"))
+
+
+def test_thresholds_are_named_in_the_header_and_can_be_set(hub: Path, files: dict[str, Path],
+                                                           capsys: pytest.CaptureFixture[str]) -> None:
+    text = _run(capsys, str(files["record"]), "--hub", str(hub))
+    # the tiny judge was never tuned, so the paper's values hold
+    assert "root threshold 0.4 (the paper's), implicit threshold 0.5 (the IFQC's argmax)" in text
+    assert "root threshold 0.9 (given), implicit threshold 0.7 (given)" in _run(
+        capsys, str(files["record"]), "--hub", str(hub), "--threshold", "0.9", "--implicit-threshold", "0.7")
+    with pytest.raises(SystemExit, match=r"--threshold 1.5: give a probability in \[0, 1\)"):
+        main(["tree", "reconstruct", str(files["messages"]), "--hub", str(hub), "--threshold", "1.5"])
+    with pytest.raises(SystemExit, match="implicit threshold must be in"):
+        main(["tree", "reconstruct", str(files["messages"]), "--hub", str(hub), "--implicit-threshold", "1"])

@@ -125,7 +125,10 @@ def run_training_data(args: argparse.Namespace) -> int:
 TREE_HELP = """Reconstruct one conversation's tree with the release's CRyCHIc models and say, per turn, which
 earlier turn it builds on (its parent; "root" when none) and why: the module that decided (history,
 ifqc, simplifier or judge) and its score (IFQC: probability of an implicit follow-up; simplifier: the
-deciding label's probability; judge: the best candidate's parent probability, a root below 0.4).
+deciding label's probability; judge: the best candidate's parent probability). A prompt the judge decides
+becomes a root when no candidate's probability exceeds the root threshold: the one tuned for the judge
+when its config has one (a release's judge does), else the paper's 0.4; --threshold sets another. The
+header names both thresholds in use and where they came from.
 
 CONVERSATION.json is a WildChat-style list of {"role", "content"} messages (the last prompt may be
 unanswered), a WildChat row ({"conversation": [...]}), or one WildChatTree record ({"conversation_id",
@@ -140,6 +143,7 @@ Examples:
   convohub tree reconstruct chat.json
   convohub tree reconstruct chat.json --json
   convohub tree reconstruct chat.json --history 5
+  convohub tree reconstruct chat.json --threshold 0.4
   convohub tree reconstruct trees.jsonl --id mixmc-0003 --hub /data/hub_release
 """
 
@@ -175,7 +179,13 @@ def run_tree_reconstruct(args: argparse.Namespace) -> int:
     from convohub.crychic.components import pipeline_factory
     from convohub.crychic.reconstruct import reconstruct
 
-    builder = reconstruct(conversation.exchanges, pipeline_factory(folders))
+    if args.threshold is not None and not 0 <= args.threshold < 1:
+        raise SystemExit(f"convohub tree reconstruct: --threshold {args.threshold}: give a probability in [0, 1)")
+    try:
+        make_builder = pipeline_factory(folders, threshold=args.threshold, implicit_threshold=args.implicit_threshold)
+        builder = reconstruct(conversation.exchanges, make_builder)
+    except ValueError as exc:
+        raise SystemExit(f"convohub tree reconstruct: {exc}") from None
     if args.history is not None:
         if args.json:
             turn = builder.turns[args.history]
@@ -192,6 +202,9 @@ def run_tree_reconstruct(args: argparse.Namespace) -> int:
     print(f"conversation {conversation.conversation_id}: {n} turn(s)"
           + (", gold parents from the record" if conversation.gold else ""))
     print("models: " + ", ".join(f"{task}={folder}" for task, folder in folders.items()))
+    pipeline = make_builder()
+    print(f"root threshold {pipeline.threshold:g} ({pipeline.threshold_origin}), implicit threshold "
+          f"{pipeline.implicit_threshold:g} ({pipeline.implicit_threshold_origin})")
     print()
     print(format_decisions(builder, conversation.gold))
     if conversation.gold:
@@ -223,6 +236,13 @@ def add_tree_cli(subparsers: Any) -> argparse.ArgumentParser:
                          "folder under --hub (default: convohub)")
     rc.add_argument("--profile", choices=("tiny", "paper"), default="tiny",
                     help="which release's models: crychic-*-tiny or the paper profile's (default: %(default)s)")
+    rc.add_argument("--threshold", type=float, default=None,
+                    help="judge probability the best candidate must exceed to become the parent (default: the "
+                         f"root_threshold tuned for the judge when its config has one, else the paper's {THRESHOLD})")
+    rc.add_argument("--implicit-threshold", type=float, default=None,
+                    help="IFQC probability above which a prompt is an implicit follow-up of the most recent turn "
+                         "(default: the implicit_threshold tuned for the pipeline when the judge's config has one, "
+                         "else 0.5, the classifier's argmax)")
     rc.set_defaults(handler=run_tree_reconstruct)
     parser.set_defaults(handler=lambda args: (parser.print_help(), 2)[1])
     return parser

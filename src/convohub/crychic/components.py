@@ -287,11 +287,16 @@ def load_components(ifqc: str | Path | None, simplifier: str | Path | None,
             ModelParentJudge(judge))
 
 
-def pipeline_factory(folders: Mapping[str, str | Path]) -> Callable[[], Any]:
+def pipeline_factory(folders: Mapping[str, str | Path], *, threshold: float | None = None,
+                     implicit_threshold: float | None = None) -> Callable[[], Any]:
     """``make_builder`` for :func:`convohub.crychic.reconstruct.reconstruct`: a fresh CRyCHIc pipeline per
     conversation over the three models of ``folders`` (keys ``ifqc``, ``simplifier``, ``judge``), loaded once
-    and shared by every conversation."""
-    from convohub.crychic.reconstruct import Crychic
+    and shared by every conversation. The thresholds default to those tuned for the judge
+    (:func:`convohub.crychic.reconstruct.resolve_threshold`); an implicit threshold out of [0, 1) is a ValueError
+    at once."""
+    from convohub.crychic.reconstruct import Crychic, resolve_implicit_threshold
 
     ifqc, simplifier, judge = load_components(folders["ifqc"], folders["simplifier"], folders["judge"])
-    return lambda: Crychic(ifqc=ifqc, simplifier=simplifier, judge=judge)
+    resolve_implicit_threshold(judge, implicit_threshold)
+    return lambda: Crychic(ifqc=ifqc, simplifier=simplifier, judge=judge, threshold=threshold,
+                           implicit_threshold=implicit_threshold)
