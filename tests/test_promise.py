@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import copy
 import json
+import re
 import sys
 from collections.abc import Sequence
 from pathlib import Path
@@ -317,3 +318,39 @@ def test_smollm2_zero_shot_simulator_parses_its_answers():
     simulator = GenerativeSimulator(make_backend("smollm2", batch_size=8))
     actions = simulator.actions(items)
     assert all(a is not None for a in actions), simulator.replies
+
+
+def test_a_collection_file_replaces_the_passages_and_seeds_the_topics(tmp_path: Path,
+                                                                        monkeypatch: pytest.MonkeyPatch) -> None:
+    from convohub.promise.retrieval import PASSAGES_ENV, PassageCollection, configured_collection
+
+    monkeypatch.delenv(PASSAGES_ENV, raising=False)
+    assert configured_collection() is default_collection()
+    lines = [{"id": "k1", "text": "A kettle descaler made of citric acid removes limescale.", "topic": "kettles"},
+             {"id": "k2", "text": "Kettles with a hidden element boil water faster.", "topic": "kettles"},
+             {"id": "b1", "text": "A folding bike fits under an office desk.", "topic": "folding bikes"}]
+    path = tmp_path / "mine.jsonl"
+    path.write_text("".join(json.dumps(line) + "\n" for line in lines))
+    monkeypatch.setenv(PASSAGES_ENV, str(path))
+    collection = configured_collection()
+    assert collection.name == "mine" and len(collection) == 3
+    assert [t.topic for t in collection.topics] == ["kettles", "folding bikes"]
+    retriever = BM25Retriever(collection)
+    assert retriever.name == "bm25s:mine"
+    [hits] = retriever.search(["how do I remove limescale from a kettle"], 2)
+    assert hits[0].id == "k1"
+    # same name, other passages: another fingerprint, so a generation stage keyed on it is not reused
+    other = tmp_path / "elsewhere" / "mine.jsonl"
+    other.parent.mkdir()
+    other.write_text("".join(json.dumps({**line, "text": line["text"] + " Really."}) + "\n" for line in lines))
+    assert PassageCollection.read(other).fingerprint != collection.fingerprint
+    # errors name the variable, the file and what is wrong
+    no_topics = tmp_path / "flat.jsonl"
+    no_topics.write_text(json.dumps({"id": 1, "text": "x"}) + "\n")
+    for bad, message in ((tmp_path / "missing.jsonl", "does not exist"), (no_topics, "needs passages and topics"),
+                         (tmp_path / "broken.json", "topic 0: needs 'id', 'topic' and 'passages'")):
+        if bad.name == "broken.json":
+            bad.write_text(json.dumps({"name": "b", "provenance": "p", "topics": [{"id": "t", "passages": ["x"]}]}))
+        monkeypatch.setenv(PASSAGES_ENV, str(bad))
+        with pytest.raises(ValueError, match=f"{PASSAGES_ENV}={re.escape(str(bad))}: .*{re.escape(message)}"):
+            configured_collection()

@@ -5,8 +5,8 @@ probability for each choice.
 
 Environment: CONVOHUB_PROMISE_AGENT (the agent LLM: ``smollm2``, the default, ``local:/folder`` or an endpoint
 ``http://host:8000/v1#model``), CONVOHUB_PROMISE_TASK1_MODEL and CONVOHUB_PROMISE_TASK2_MODEL (the trained
-Task 1 and Task 2 classifiers, Hub ids or folders). ``demo`` is built at import; it launches only when run as a
-script.
+Task 1 and Task 2 classifiers, Hub ids or folders), CONVOHUB_PROMISE_PASSAGES (a passage collection file to
+search instead of convohub's own). ``demo`` is built at import; it launches only when run as a script.
 """
 
 from __future__ import annotations
@@ -20,6 +20,7 @@ from typing import Any
 
 import gradio as gr
 
+from convohub.promise.retrieval import configured_collection
 from convohub.promise.space import (
     CHOICE_LABELS,
     CHOICES,
@@ -37,6 +38,8 @@ AGENT = os.environ.get("CONVOHUB_PROMISE_AGENT", "smollm2")
 TASK1_MODEL = os.environ.get("CONVOHUB_PROMISE_TASK1_MODEL", "convohub/promise-task1-minilm-tiny")
 TASK2_MODEL = os.environ.get("CONVOHUB_PROMISE_TASK2_MODEL", "convohub/promise-task2-minilm-tiny")
 HEADERS = ["choice", "suggested question", "answer", "snippet"]
+#: the passages the agent searches: ``CONVOHUB_PROMISE_PASSAGES`` (a collection file), else convohub's own
+COLLECTION = configured_collection()
 
 
 @lru_cache(maxsize=1)
@@ -46,7 +49,8 @@ def _agent() -> tuple[Any, Any]:
     from convohub.promise.retrieval import BM25Retriever
 
     cache = Path(tempfile.gettempdir()) / "convohub-promise-space-cache"
-    return make_backend(AGENT, cache_dir=cache, **({"batch_size": 4} if AGENT == "smollm2" else {})), BM25Retriever()
+    return (make_backend(AGENT, cache_dir=cache, **({"batch_size": 4} if AGENT == "smollm2" else {})),
+            BM25Retriever(COLLECTION))
 
 
 @lru_cache(maxsize=1)
@@ -91,7 +95,8 @@ def pick(choice: str, data: str | None) -> tuple[str, Any, list[list[str]], str,
 with gr.Blocks(title="ProMISe explorer") as demo:
     gr.Markdown("# ProMISe explorer\nYou play the user of a *proactive multi-turn information-seeking dialogue*: "
                 "state what you want to find out and a short first question. At each turn the agent (which never "
-                f"sees your intent; `{AGENT}` with BM25 over convohub's 96-passage collection) suggests four "
+                f"sees your intent; `{AGENT}` with BM25 over the {len(COLLECTION)}-passage collection "
+                f"`{COLLECTION.name}`) suggests four "
                 "questions, each asked for the snippet sentence closest to your query (its answer). Pick one, say "
                 "none helps, or say your intent is satisfied; the trained user simulator's prediction for the same "
                 "turn is shown beside your choice. "

@@ -84,7 +84,7 @@ def _generation_text(settings: LoopSettings, report: dict[str, Any], choice: dic
 def generate_splits(ctx: Any) -> tuple[dict[str, list[dict[str, Any]]], str]:
     """Generate the dialogues of ``ctx``'s profile (resumably, under the work folder) and split them; returns
     the splits and the card's generation section."""
-    from convohub.promise.retrieval import BM25Retriever, default_collection
+    from convohub.promise.retrieval import BM25Retriever, configured_collection
     from convohub.promise.simulate import agent_name, generate, split_dialogues
     from convohub.promise.users import AUTO, choose_user
     from convohub.stages import cached
@@ -94,8 +94,9 @@ def generate_splits(ctx: Any) -> tuple[dict[str, list[dict[str, Any]]], str]:
     agent = cached(ctx.chat_llm(), work)
     user, choice = choose_user("rules" if ctx.use_rules else AUTO, agent)
     ctx.log(f"user: {choice['chosen']} ({choice['rule']})")
-    retriever = BM25Retriever(default_collection())
-    dialogues, report = generate(agent, retriever, user, default_collection().topics, settings, work=work,
+    collection = configured_collection()
+    retriever = BM25Retriever(collection)
+    dialogues, report = generate(agent, retriever, user, collection.topics, settings, work=work,
                                  progress=True)
     if len(dialogues) < 2:
         raise RuntimeError(f"only {len(dialogues)} dialogue(s) survived generation (dropped: {report['dropped']}); "

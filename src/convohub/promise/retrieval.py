@@ -6,11 +6,15 @@ a ``name`` (recorded in every dialogue) and ``search(queries, k)``. Offline it i
 (bm25s) over a :class:`PassageCollection` that convohub ships and names: ``src/convohub/data/
 promise_passages.json``, 96 passages on 16 topics written by hand for convohub (its ``provenance`` field and
 the dataset card say so). A web search API, a vector store or another collection (``PassageCollection.read``
-of a JSON file of the same shape, or JSON Lines of ``{"id", "text"}``) plugs in behind the same interface.
+of a JSON file of the same shape, or JSON Lines of ``{"id", "text", "topic"}``) plugs in behind the same
+interface: in Python, pass any :class:`SnippetRetriever` to :func:`convohub.promise.simulate.generate`; from the
+command line, ``CONVOHUB_PROMISE_PASSAGES=FILE`` makes ``convohub datasets build promise``, the release and the
+Space search that collection instead (:func:`configured_collection`; its topics seed the dialogues).
 """
 
 from __future__ import annotations
 
+import os
 from collections.abc import Sequence
 from dataclasses import dataclass
 from functools import lru_cache
@@ -21,6 +25,8 @@ from convohub.bm25 import english_index, english_query_tokens
 from convohub.jsonlines import json_document, jsonl_records
 
 DEFAULT_COLLECTION = Path(__file__).resolve().parents[1] / "data" / "promise_passages.json"
+#: ``CONVOHUB_PROMISE_PASSAGES=FILE``: the passage collection the build, the release and the Space search
+PASSAGES_ENV = "CONVOHUB_PROMISE_PASSAGES"
 
 
 @dataclass(frozen=True)
@@ -52,23 +58,44 @@ class PassageCollection:
 
     @classmethod
     def read(cls, path: str | Path) -> PassageCollection:
-        """A collection file: convohub's JSON shape (``name``, ``provenance``, ``topics`` with ``passages``), or
-        JSON Lines of ``{"id", "text"}`` (named after the file)."""
+        """A collection file: convohub's JSON shape (``name``, ``provenance``, ``topics``: a list of ``{"id",
+        "topic", "category", "passages": [text, ...]}``), or JSON Lines of ``{"id", "text", "topic"}`` (named
+        after the file; ``topic`` is optional, and the distinct topics, in order of appearance, are the
+        collection's topics). Errors name the file, the line or topic, and the field."""
         path = Path(path)
+        if not path.is_file():
+            raise FileNotFoundError(f"passage collection {str(path)!r} does not exist")
         if path.suffix == ".jsonl":
             passages = []
-            expected = "an object with 'id' and 'text'"
+            expected = "an object with 'id' and 'text' (and optionally 'topic')"
             for where, row in jsonl_records(path, expected=expected):
                 if not isinstance(row, dict) or not isinstance(row.get("text"), str) or "id" not in row:
                     raise ValueError(f"{where}: each line must be {expected}")
-                passages.append(Passage(str(row["id"]), row["text"], str(row.get("topic", ""))))
-            return cls(path.stem, f"passages read from {path.name}", tuple(passages))
+                passages.append(Passage(str(row["id"]), row["text"], str(row.get("topic") or "")))
+            names = dict.fromkeys(p.topic for p in passages if p.topic)
+            return cls(path.stem, f"passages read from {path.name}", tuple(passages),
+                       tuple(Topic(name, name, "") for name in names))
         doc = json_document(path)
+        if not isinstance(doc, dict) or not isinstance(doc.get("topics"), list):
+            raise ValueError(f"{path}: expected an object with 'name', 'provenance' and a 'topics' list, or use a "
+                             ".jsonl file of {'id', 'text', 'topic'} lines")
         passages, topics = [], []
-        for t in doc["topics"]:
-            topics.append(Topic(t["id"], t["topic"], t.get("category", "")))
-            passages += [Passage(f"{t['id']}-{i}", text, t["id"]) for i, text in enumerate(t["passages"])]
-        return cls(doc["name"], doc["provenance"], tuple(passages), tuple(topics))
+        for n, t in enumerate(doc["topics"]):
+            missing = [k for k in ("id", "topic", "passages") if not isinstance(t, dict) or k not in t]
+            if missing or not isinstance(t["passages"], list) or not all(isinstance(x, str) for x in t["passages"]):
+                raise ValueError(f"{path}: topic {n}: needs 'id', 'topic' and 'passages' (a list of strings); "
+                                 f"missing or wrong: {missing or ['passages']}")
+            topics.append(Topic(str(t["id"]), str(t["topic"]), str(t.get("category", ""))))
+            passages += [Passage(f"{t['id']}-{i}", text, str(t["id"])) for i, text in enumerate(t["passages"])]
+        return cls(str(doc.get("name") or path.stem), str(doc.get("provenance") or f"passages read from {path.name}"),
+                   tuple(passages), tuple(topics))
+
+    @property
+    def fingerprint(self) -> str:
+        """A digest of the passages' ids and texts: two collections with one name but other passages differ."""
+        from convohub.stages import digest
+
+        return digest([[p.id, p.text, p.topic] for p in self.passages])
 
     def __len__(self) -> int:
         return len(self.passages)
@@ -78,6 +105,22 @@ class PassageCollection:
 def default_collection() -> PassageCollection:
     """convohub's own passage collection (module docstring)."""
     return PassageCollection.read(DEFAULT_COLLECTION)
+
+
+def configured_collection() -> PassageCollection:
+    """The collection ``$CONVOHUB_PROMISE_PASSAGES`` names, else convohub's own; a named file that cannot be read,
+    or has no topics to seed dialogues with, is an error naming the variable and the file."""
+    path = os.environ.get(PASSAGES_ENV)
+    if not path:
+        return default_collection()
+    try:
+        collection = PassageCollection.read(path)
+    except (OSError, ValueError) as exc:
+        raise ValueError(f"{PASSAGES_ENV}={path}: {exc}") from exc
+    if not collection.passages or not collection.topics:
+        raise ValueError(f"{PASSAGES_ENV}={path}: the collection needs passages and topics (a 'topic' on the lines "
+                         "of a .jsonl file): the topics seed the dialogues")
+    return collection
 
 
 class SnippetRetriever(Protocol):
@@ -104,6 +147,10 @@ class BM25Retriever:
     @property
     def name(self) -> str:
         return f"bm25s:{self.collection.name}"
+
+    @property
+    def fingerprint(self) -> str:
+        return self.collection.fingerprint
 
     def search(self, queries: Sequence[str], k: int) -> list[list[Passage]]:
         import numpy as np

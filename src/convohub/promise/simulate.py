@@ -364,7 +364,8 @@ def generate(agent: Any, retriever: SnippetRetriever, user: DialogueUser, topics
 
     agent = cached(agent, work)
     fingerprint = {"settings": asdict(settings), "agent": {"name": agent.name, **agent.identity()},
-                   "retrieval": retriever.name, "user": user.name, "topics": [t.id for t in topics], "v": 3}
+                   "retrieval": retriever.name, "retrieval_fingerprint": getattr(retriever, "fingerprint", None),
+                   "user": user.name, "topics": [t.id for t in topics], "v": 3}
 
     def compute() -> dict[str, Any]:
         started = time.perf_counter()
