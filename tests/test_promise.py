@@ -354,3 +354,21 @@ def test_a_collection_file_replaces_the_passages_and_seeds_the_topics(tmp_path: 
         monkeypatch.setenv(PASSAGES_ENV, str(bad))
         with pytest.raises(ValueError, match=f"{PASSAGES_ENV}={re.escape(str(bad))}: .*{re.escape(message)}"):
             configured_collection()
+
+
+def test_release_build_step_reads_the_source_and_passages_files(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """A resumed release builds ProMISe again when a source or a passage collection is set, unset or edited: the
+    build step declares their files as its inputs."""
+    from convohub.promise.build import SOURCE_ENV
+    from convohub.promise.retrieval import PASSAGES_ENV
+    from convohub.promise.system import SYSTEM
+
+    [build] = [s for s in SYSTEM.steps if s.kind == "build"]
+    monkeypatch.delenv(SOURCE_ENV, raising=False)
+    monkeypatch.delenv(PASSAGES_ENV, raising=False)
+    assert build.inputs(None) == []
+    passages = tmp_path / "p.jsonl"
+    passages.write_text(json.dumps({"id": 1, "text": "x", "topic": "t"}) + "\n")
+    monkeypatch.setenv(SOURCE_ENV, str(SAMPLE))
+    monkeypatch.setenv(PASSAGES_ENV, str(passages))
+    assert build.inputs(None) == [SAMPLE / "validation.jsonl", SAMPLE / "test.json", passages]  # .jsonl or .json
