@@ -155,6 +155,36 @@ def test_guards_repeat_depth_and_tree_cap() -> None:
     assert capped.stats.capped == 1 and capped.stats.trees == 7
 
 
+def test_a_step_that_only_repeats_its_chain_is_resampled() -> None:
+    loop = 'FILTER(l=QU("runs"), filter=lambda attr: True)'
+
+    def answer(request: ChatRequest) -> str:
+        # greedy: the sub-question is answered with the step that asked it; sampled (seed 3): a RETRIEVE
+        if asked(request) == "runs" and request.temperature > 0 and request.seed == 3:
+            return 'RETRIEVE(query="I went running")'
+        return loop
+
+    class BySeed(Scripted):
+        def chat(self, requests: Sequence[ChatRequest]) -> list[ChatResponse]:
+            self.requests += requests
+            return [ChatResponse(text=answer(r), finish_reason="stop") for r in requests]
+
+    plain = Plain(BySeed(answer), resample=0)
+    assert list(plain.candidates("runs")) == [] and plain.stats.resampled == 0
+    backend = BySeed(answer)
+    dec = Plain(backend, resample=3, seed=0)
+    assert list(dec.candidates("runs")) == ['FILTER(l=RETRIEVE(query="I went running"), filter=lambda attr: True)']
+    # the root's greedy step is fine; its child repeated it, so the child was re-asked with seeds 1, 2, 3
+    assert dec.stats.resampled == 3 and [r.seed for r in backend.requests[2:]] == [1, 2, 3]
+    assert all(r.temperature == 0.7 for r in backend.requests[2:]) and dec.describe()["resample"] == 3
+    # a step with no valid option at all is not re-asked (its options were rejected, not repeated)
+    broken = Plain(Scripted(lambda q, i: "not an operator"), resample=3)
+    assert list(broken.candidates("runs")) == [] and broken.stats.resampled == 0
+    # a step that never runs out of repeats stops after ``resample`` re-asks
+    stuck = Plain(Scripted(lambda q, i: loop), resample=2)
+    assert list(stuck.candidates("runs")) == [] and stuck.stats.resampled == 2
+
+
 def test_rejected_outputs_are_counted_and_never_executed() -> None:
     outputs = ['__import__("os").system("touch /tmp/pwned")', 'RETRIEVE(query="x"); import os',
                'APPLY(l=RETRIEVE(query="nested"), fct=len)', 'APPLY(l=QU("runs"), fct=lambda l: open("f"))',
@@ -465,3 +495,18 @@ def test_qud_script_refuses_fp16_on_float16_weights(tmp_path: Path) -> None:
     with pytest.raises(ValueError, match="needs float32 master weights"):
         load_script(SCRIPT).main(["--config", str(recipe), "--dtype", "float16", "--fp16", "true",
                                   "--use_peft", "false", "--output_dir", str(tmp_path / "out")])
+
+
+def test_resample_reaches_the_decomposer_from_the_command_line(capsys: pytest.CaptureFixture[str]) -> None:
+    from convohub.cli import main
+    from convohub.reqap.components.build import make_decomposer
+
+    assert make_decomposer("icl", Scripted(lambda q, i: "x"), resample=2).resample == 2
+    assert make_decomposer("icl", Scripted(lambda q, i: "x")).resample == 0  # the paper's guard alone
+    with pytest.raises(FileNotFoundError, match="does not exist"):
+        make_decomposer("sft:/no/such/model", resample=1)
+    with pytest.raises(ValueError, match="--resample must be >= 0"):
+        make_decomposer("icl", Scripted(lambda q, i: "x"), resample=-1)
+    with pytest.raises(SystemExit):
+        main(["reqap", "evaluate", "--help"])
+    assert "--resample N" in capsys.readouterr().out

@@ -147,6 +147,11 @@ def _add_components(p: argparse.ArgumentParser, dataset_required: bool = True) -
     g.add_argument("--decomposer", default=None, metavar="SPEC",
                    help="sft:DIR (trained QUD model), icl (ICL QUD over --llm), trees:FILE (fixed trees) or gold "
                         "(ORACLE: the gold tree of the question's template) (default: the release's QUD model)")
+    g.add_argument("--resample", type=int, default=0, metavar="N",
+                   help="QUD (sft/icl): re-ask a step whose every answer repeats a step above it up to N more "
+                        "times, sampled (the release's SFT QUD on its test sample: trees for 72%% of the questions "
+                        "with 0, 81%% with 1, 91%% with 3, at 1.9x and 4x the generation time) (default: 0, the "
+                        "paper's guard alone)")
     g.add_argument("--retriever", default=None, metavar="SPEC",
                    help="ce:DIR[,DIR] (trained cross-encoders), bm25, all, or oracle (ORACLE: gold-tree query "
                         "oracle); also ranks RAG's events (default: the release's two cross-encoders)")
@@ -381,7 +386,7 @@ def _system_options(args: argparse.Namespace) -> dict[str, Any]:
     return {"system": args.system, "dataset": args.dataset, "decomposer": args.decomposer,
             "retriever": args.retriever, "extractor": args.extractor, "llm": args.llm, "llm_model": args.llm_model,
             "llm_cache": args.llm_cache, "top_n": args.top_n, "icl_split": args.icl_split,
-            "time_budget": args.time_budget}
+            "time_budget": args.time_budget, "resample": args.resample}
 
 
 def _components(args: argparse.Namespace, source: str | None, llm: str | None = None) -> dict[str, Any]:

@@ -31,13 +31,6 @@ __all__ = [
 ]
 
 
-def _load(cls: Any, path: str) -> Any:
-    folder = Path(path)
-    if not folder.exists():
-        raise FileNotFoundError(f"model folder {path!r} does not exist")
-    return cls.from_pretrained(folder) if hasattr(cls, "from_pretrained") else cls(folder)
-
-
 class PersonaOracleRetriever:
     """The gold-tree oracle retriever of the current persona (set with :meth:`use`); ORACLE, for upper bounds."""
 
@@ -110,21 +103,28 @@ def header(components: dict[str, Any]) -> str:
     return "\n".join(lines)
 
 
-def make_decomposer(spec: str, backend: Any = None) -> Any:
+def make_decomposer(spec: str, backend: Any = None, *, resample: int = 0) -> Any:
+    """The decomposer a ``--decomposer`` spec names; ``resample`` re-asks steps that only repeat their chain
+    (:class:`~convohub.reqap.components.qud.RecursiveDecomposer`; LLM decomposers only)."""
     from convohub.reqap.data.gold import GoldTreeDecomposer
 
+    if resample < 0:
+        raise ValueError(f"--resample must be >= 0, got {resample}")
     if spec == "gold":
         return GoldTreeDecomposer()
     if spec.startswith("sft:"):
         from convohub.reqap.components.qud import SFTDecomposer
 
-        return _load(SFTDecomposer, spec[4:])
+        folder = Path(spec[4:])
+        if not folder.exists():
+            raise FileNotFoundError(f"model folder {spec[4:]!r} does not exist")
+        return SFTDecomposer(folder, resample=resample)
     if spec == "icl":
         if backend is None:
             raise ValueError("--decomposer icl needs an LLM: pass --llm SPEC or set CONVOHUB_LLM_BASE_URL")
         from convohub.reqap.components.qud import ICLDecomposer
 
-        return ICLDecomposer(backend)
+        return ICLDecomposer(backend, resample=resample)
     if spec.startswith("trees:"):
         from convohub.reqap.components.qud import StaticDecomposer
 
@@ -168,13 +168,13 @@ def make_extractor(spec: str) -> Extractor:
 
 def make_system(system: str, *, decomposer: str = "gold", retriever: str = "bm25", extractor: str = "lookup",
                 backend: Any = None, budget_s: float = 600.0, top_n: int = 100,
-                icl_examples: Any = ()) -> Any:
+                icl_examples: Any = (), resample: int = 0) -> Any:
     """A ReQAP pipeline or a baseline, ready for ``answer(question, store, reference_date)``."""
     if system == "reqap":
         from convohub.reqap.components.pipeline import ReQAP
 
-        return ReQAP(make_decomposer(decomposer, backend), make_retriever(retriever), make_extractor(extractor),
-                     budget_s)
+        return ReQAP(make_decomposer(decomposer, backend, resample=resample), make_retriever(retriever),
+                     make_extractor(extractor), budget_s)
     if backend is None:
         raise ValueError(f"--system {system} needs an LLM: pass --llm SPEC or set CONVOHUB_LLM_BASE_URL")
     from convohub.reqap.components.baselines import CodeGenBaseline, RAGBaseline
@@ -201,7 +201,7 @@ def _backend(system: str, decomposer: str | None, llm: str | None, llm_model: st
 def build_system(system: str, *, dataset: Path, decomposer: str | None, retriever: str | None = None,
                  extractor: str | None = None, llm: str | None = None, llm_model: str | None = None,
                  llm_cache: Path | None = None, top_n: int = 100, icl_split: str = "train",
-                 time_budget: float = 600.0) -> tuple[Any, Callable[[str, list[dict[str, Any]]], None]]:
+                 time_budget: float = 600.0, resample: int = 0) -> tuple[Any, Callable[[str, list[dict[str, Any]]], None]]:
     """(answerer, on_persona callback) from the CLI's component specs; plain arguments only, so a
     ``functools.partial`` of it can build the same system inside a worker process.
 
@@ -223,7 +223,7 @@ def build_system(system: str, *, dataset: Path, decomposer: str | None, retrieve
     answerer = make_system(system, decomposer=decomposer or "gold", retriever=retriever or "bm25",
                            extractor=extractor or "lookup", backend=_backend(system, decomposer, llm, llm_model,
                                                                              llm_cache),
-                           budget_s=time_budget, top_n=top_n, icl_examples=examples)
+                           budget_s=time_budget, top_n=top_n, icl_examples=examples, resample=resample)
 
     def on_persona(pid: str, questions: list[dict[str, Any]]) -> None:
         found = getattr(answerer, "decomposer", None)
