@@ -3,7 +3,10 @@
 1. Local backend (:class:`~convohub.llm.TransformersBackend` on SmolLM2-135M-Instruct): the same prompts
    generated in batches (``batch_size``, the backend's default path) vs one request at a time
    (``batch_size=1``). Goal: batching is faster (ratio > 1).
-2. Endpoint client (:class:`~convohub.llm.EndpointBackend`) against `transformers serve` on the same
+2. Local backend on prompts that share a system message and worked examples (as most pipeline steps do):
+   the shared prefix run once per batch (the backend's path) vs the plain left-padded batch
+   (``convohub.llm.local.MIN_SHARED_PREFIX`` raised out of reach). Goals: faster (ratio > 1), same answers.
+3. Endpoint client (:class:`~convohub.llm.EndpointBackend`) against `transformers serve` on the same
    model vs the server's own throughput, measured with a plain OpenAI client sending the same requests
    with the same concurrency. Goal: convohub's client keeps >= 0.9 of what the server delivers.
 
@@ -36,6 +39,22 @@ def prompts(n: int, max_new_tokens: int) -> list[ChatRequest]:
     """``n`` different short questions, so a batch mixes prompt lengths as real steps do."""
     return [ChatRequest.from_prompt(f"Explain {TOPICS[i % len(TOPICS)]} in two sentences.",
                                     max_new_tokens=max_new_tokens) for i in range(n)]
+
+
+FEW_SHOT_SYSTEM = ("You explain a subject to a curious adult in two plain sentences, without lists, jargon or "
+                   "greetings, and you never repeat the question.")
+FEW_SHOT = (("Explain magnets in two sentences.", "Magnets pull on iron because the tiny magnetic fields of their "
+             "atoms line up. Opposite poles attract and like poles push each other away."),
+            ("Explain yeast in two sentences.", "Yeast is a fungus that eats sugar and gives off carbon dioxide. "
+             "The gas makes bread dough rise and puts the bubbles in beer."))
+
+
+def few_shot_prompts(n: int, max_new_tokens: int) -> list[ChatRequest]:
+    """``n`` questions behind one system message and two worked exchanges (a shared prompt prefix)."""
+    shots = [m for q, a in FEW_SHOT for m in ({"role": "user", "content": q}, {"role": "assistant", "content": a})]
+    return [ChatRequest([{"role": "system", "content": FEW_SHOT_SYSTEM}, *shots,
+                         {"role": "user", "content": f"Explain {TOPICS[i % len(TOPICS)]} in two sentences."}],
+                        max_new_tokens=max_new_tokens) for i in range(n)]
 
 
 def best_rate(run: Callable[[], list[str]], count: Callable[[list[str]], int], repeats: int) -> tuple[float, int]:
@@ -96,6 +115,29 @@ def main(argv: Sequence[str] | None = None) -> int:
                  *best_rate(lambda: [r.text for r in single.chat(requests)], count, args.repeats)))
     goals = [("local batched / one at a time", rows[0][1] / rows[1][1], 1.0)]
 
+    import convohub.llm.local as local_module
+
+    few_shot = few_shot_prompts(args.prompts, args.max_new_tokens)
+    answers: dict[str, list[str]] = {}
+
+    def side(name: str) -> Callable[[], list[str]]:
+        def run() -> list[str]:
+            answers[name] = [r.text for r in batched.chat(few_shot)]
+            return answers[name]
+        return run
+
+    rows.append((f"local, few-shot, shared prefix run once x{args.batch_size}",
+                 *best_rate(side("shared"), count, args.repeats)))
+    saved, local_module.MIN_SHARED_PREFIX = local_module.MIN_SHARED_PREFIX, 10**9
+    try:
+        rows.append((f"local, few-shot, plain padded batch x{args.batch_size}",
+                     *best_rate(side("plain"), count, args.repeats)))
+    finally:
+        local_module.MIN_SHARED_PREFIX = saved
+    goals.append(("few-shot shared prefix / plain", rows[-2][1] / rows[-1][1], 1.0))
+    same = sum(a == b for a, b in zip(answers["shared"], answers["plain"], strict=True))
+    goals.append(("few-shot answers equal to the plain path's (share)", same / len(few_shot), 1.0))
+
     if not args.skip_endpoint:
         with tempfile.TemporaryDirectory() as tmp, serve(folder, Path(tmp) / "serve.log") as (url, model):
             client = EndpointBackend(url, model, max_concurrency=args.concurrency, timeout=args.timeout,
@@ -108,7 +150,7 @@ def main(argv: Sequence[str] | None = None) -> int:
                          *best_rate(lambda: [r.text for r in client.chat(requests)], count, args.repeats)))
             if client.stats["failures"]:
                 print(f"EndpointBackend failures: {client.stats['failures']} (raise --timeout?)")
-        goals.append(("endpoint client / server", rows[3][1] / rows[2][1], 0.9))
+        goals.append(("endpoint client / server", rows[-1][1] / rows[-2][1], 0.9))
 
     print(f"{args.prompts} prompts, max_new_tokens {args.max_new_tokens}, best of {args.repeats} runs")
     print(f"{'side':40s} {'tokens/s':>9s} {'tokens':>7s}")

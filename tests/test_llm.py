@@ -743,6 +743,42 @@ def test_transformers_backend_generates_batches(local_backend: TransformersBacke
     assert local_backend.name == f"local:{local_backend.model_path}"
 
 
+def test_a_batch_runs_its_shared_prompt_prefix_once_with_the_same_answers(
+    local_backend: TransformersBackend, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    import convohub.llm.local as local_module
+
+    system = "You answer questions about travel, food and museums in one short sentence. " * 4
+    questions = ["Where is the Louvre?", "What do people eat in Lisbon at breakfast on a rainy Sunday?", "Why?"]
+    requests = [ChatRequest([{"role": "system", "content": system}, {"role": "user", "content": q}], max_new_tokens=6)
+                for q in questions]
+    tok = local_backend.tokenizer
+    ids = [tok(tok.apply_chat_template(r.messages, tokenize=False, add_generation_prompt=True),
+               add_special_tokens=False)["input_ids"] for r in requests]
+    shared = local_module.shared_prefix(ids)
+    assert shared >= local_module.MIN_SHARED_PREFIX and all(len(i) > shared for i in ids)
+    prefixes: list[int] = []  # tokens of every forward pass that is run to keep its keys and values
+    forward = local_backend.model.forward
+
+    def spy(*args: Any, **kwargs: Any) -> Any:
+        if kwargs.get("use_cache") and kwargs.get("cache") is None and kwargs["input_ids"].shape[0] == 1:
+            prefixes.append(kwargs["input_ids"].shape[1])
+        return forward(*args, **kwargs)
+
+    monkeypatch.setattr(local_backend.model, "forward", spy)
+    batched = local_backend.chat(requests)
+    monkeypatch.undo()
+    assert prefixes == [shared]  # the shared prefix ran once, as one row
+    # every answer is the one its prompt gets alone (greedy), and the one the plain padded path gives
+    alone = [local_backend.chat([r])[0].text for r in requests]
+    monkeypatch.setattr(local_module, "MIN_SHARED_PREFIX", 10**9)
+    plain = local_backend.chat(requests)
+    assert [r.text for r in batched] == alone == [r.text for r in plain]
+    sampled = [ChatRequest(r.messages, max_new_tokens=6, temperature=1.0, seed=7) for r in requests]
+    monkeypatch.undo()
+    assert [r.text for r in local_backend.chat(sampled)] == [r.text for r in local_backend.chat(sampled)]
+
+
 def test_transformers_backend_decodes_only_new_tokens(
     local_backend: TransformersBackend, monkeypatch: pytest.MonkeyPatch
 ) -> None:

@@ -21,6 +21,7 @@ import re
 from collections.abc import Sequence
 from typing import Any
 
+from .local import common_prefix
 from .types import ChatBackend, ChatRequest, ChatResponse
 
 _NUMBERS = re.compile(r"\(log-likelihood (.*)\)\s*$")
@@ -111,7 +112,7 @@ class ChoiceBackend(ChatBackend):
         pad = pad if pad is not None else 0
         device = self.local.device
         # wanted logits stay ours: the shared prefix ends before the first wanted position
-        shared = _common_prefix(rows, min(min(len(row) for row in rows) - 1, min(min(w) for w in wanted)))
+        shared = common_prefix(rows, min(min(len(row) for row in rows) - 1, min(min(w) for w in wanted)))
         # one row alone gains from a split only when its prefix continues the call's ``base``
         offset = shared if shared >= MIN_SHARED_PREFIX and (len(rows) > 1 or base is not None) else 0
         suffixes = [list(row[offset:]) for row in rows]
@@ -147,7 +148,7 @@ class ChoiceBackend(ChatBackend):
                      if len(ids) > 1]
         scores = torch.full((len(requests), len(self.options), max(map(len, self._ids))), float("-inf"))
         chunks = _chunks(jobs, self.batch_size)
-        common = _common_prefix(prompts, min(len(p) for p in prompts) - 1)  # each keeps its last token
+        common = common_prefix(prompts, min(len(p) for p in prompts) - 1)  # each keeps its last token
         base = None
         if len(chunks) > 1 and common >= MIN_SHARED_PREFIX:
             with torch.inference_mode():
@@ -175,14 +176,6 @@ class ChoiceBackend(ChatBackend):
             numbers = ", ".join(f"{o} {v:+.4f}" for o, v in zip(self.options, row, strict=True))
             out.append(ChatResponse(text=f"{self.options[best]} (log-likelihood {numbers})", finish_reason="stop"))
         return out
-
-
-def _common_prefix(rows: Sequence[Sequence[int]], limit: int) -> int:
-    """How many leading tokens all ``rows`` share, at most ``limit``."""
-    for k in range(max(limit, 0)):
-        if any(row[k] != rows[0][k] for row in rows):
-            return k
-    return max(limit, 0)
 
 
 def _chunks(jobs: Sequence[tuple[int, int | None, int | None]], size: int) -> list[list[tuple[int, int | None, int | None]]]:
