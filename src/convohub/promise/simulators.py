@@ -92,7 +92,8 @@ class EncoderSimulator:
             except OSError as err:
                 first = str(err).splitlines()[0] if str(err) else type(err).__name__
                 raise OSError(f"the {task} simulator {str(folder)!r} cannot be loaded ({first}); give the folder "
-                              "of a trained model (convohub promise train writes one) or a Hub id") from err
+                              "of a trained model (`convohub release --only promise` writes them under "
+                              "hub_release/models/convohub/) or a Hub id") from err
             names = tuple(model.config.id2label[i] for i in range(model.config.num_labels))
             if names != label_names(task):
                 raise ValueError(f"{folder}: its labels {names} are not {task}'s {label_names(task)}; "
