@@ -510,3 +510,20 @@ def test_resample_reaches_the_decomposer_from_the_command_line(capsys: pytest.Ca
     with pytest.raises(SystemExit):
         main(["reqap", "evaluate", "--help"])
     assert "--resample N" in capsys.readouterr().out
+
+
+def test_a_failed_backend_call_leaves_its_steps_to_be_asked_again() -> None:
+    calls = {"n": 0}
+
+    class FailsOnce(Scripted):
+        def chat(self, requests: Sequence[ChatRequest]) -> list[ChatResponse]:
+            calls["n"] += 1
+            if calls["n"] == 1:
+                raise KeyboardInterrupt("killed mid-call")
+            return super().chat(requests)
+
+    dec = Plain(FailsOnce(lambda q, i: 'RETRIEVE(query="I went running")'))
+    with pytest.raises(KeyboardInterrupt):
+        dec.options((), "runs")
+    assert dec.proposed((), "runs") is None  # not memoised as "no options"
+    assert [o.text for o in dec.options((), "runs")] == ['RETRIEVE(query="I went running")']

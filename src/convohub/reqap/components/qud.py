@@ -435,8 +435,6 @@ class RecursiveDecomposer:
         todo = [k for k in dict.fromkeys(keys) if k not in self._memo]
         if not todo:
             return
-        for key in todo:
-            self._memo[key] = []
         self._ask([(key, self.requests(self.messages(*key))) for key in todo])
         for r in range(self.resample):
             stuck = [key for key in todo if self._only_repeats(key)]
@@ -448,12 +446,14 @@ class RecursiveDecomposer:
             self._ask([(key, [ChatRequest(self.messages(*key), **params)]) for key in stuck])
 
     def _ask(self, work: Sequence[tuple[tuple[tuple[Turn, ...], str], list[ChatRequest]]]) -> None:
-        """One ``chat`` call for all ``(key, requests)``; each key's valid, new steps are added to its memo."""
+        """One ``chat`` call for all ``(key, requests)``; each key's valid, new steps are added to its memo (a
+        key enters the memo only once its answers are in, so a call that raises leaves it to be asked again)."""
         flat = [r for _, requests in work for r in requests]
         self.stats.llm_calls += len(flat)
         responses = iter(self.backend.chat(flat))
         for key, requests in work:
-            known = {node.text for node in self._memo[key]}
+            memo = self._memo.setdefault(key, [])
+            known = {node.text for node in memo}
             for response in (next(responses) for _ in requests):
                 if not response.ok:
                     self.stats.failed_calls += 1
@@ -468,7 +468,7 @@ class RecursiveDecomposer:
                 self.stats.parsed += 1
                 if node.text not in known:
                     known.add(node.text)
-                    self._memo[key].append(node)
+                    memo.append(node)
 
     def _only_repeats(self, key: tuple[tuple[Turn, ...], str]) -> bool:
         """Whether the key has valid options and every one repeats an output of its chain."""
