@@ -173,10 +173,12 @@ def test_space_names_the_settings_when_the_simulator_is_missing(release_root: Pa
                                                  "CONVOHUB_PROMISE_TASK1_MODEL": str(missing),
                                                  "CONVOHUB_PROMISE_TASK2_MODEL": str(missing)})
     with serve(app) as (_, module), pytest.raises(gr.Error) as caught:
-        module._simulator()
+        module.pick(module.CHOICE_LABELS["sq1"], json.dumps({"intent": "x"}))  # the visitor's Choose
     message = str(caught.value.message)
+    assert message.startswith("The trained user simulator could not be loaded: ")  # not wrapped a second time
     assert "CONVOHUB_PROMISE_TASK1_MODEL" in message and "CONVOHUB_PROMISE_TASK2_MODEL" in message
     assert f"the task1 simulator {str(missing)!r} cannot be loaded" in message
+    assert "convohub release --only promise" in message
 
 
 def test_rerun_resumes_and_changes_nothing(release_root: Path) -> None:

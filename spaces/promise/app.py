@@ -82,8 +82,9 @@ def pick(choice: str, data: str | None) -> tuple[str, Any, list[list[str]], str,
         raise gr.Error("start a dialogue first")
     data = json.loads(data)
     action = next((a for a, label in CHOICE_LABELS.items() if label == choice), choice)
+    simulator = _simulator()  # outside the try: its gr.Error (a ValueError too) names the settings as it is
     try:
-        data, probabilities, predicted = choose(data, action, _simulator(), *_agent())
+        data, probabilities, predicted = choose(data, action, simulator, *_agent())
     except ValueError as exc:
         raise gr.Error(str(exc)) from exc
     verdict = "agrees with you" if predicted == action else "predicted something else"
