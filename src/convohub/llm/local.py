@@ -161,17 +161,14 @@ class TransformersBackend(ChatBackend):
         ]
         ids = [self.tokenizer(p, add_special_tokens=False)["input_ids"] for p in prompts]
         shared = shared_prefix(ids) if len(batch) > 1 else 0
-        kwargs = self._with_prefix(ids, shared) if shared >= MIN_SHARED_PREFIX else self._padded(prompts)
         first = batch[0]
         if first.seed is not None:
             torch.manual_seed(first.seed)
         extra = {"tokenizer": self.tokenizer} if first.stop else {}
         with torch.inference_mode():
-            if "cache" in kwargs:  # the shared prefix, run once for one row and repeated for the batch
-                kwargs["cache"] = self.model(input_ids=kwargs["cache"], use_cache=True).cache
-                kwargs["cache"].batch_repeat_interleave(len(batch))
-            out = self.model.generate(**kwargs, generation_config=self._generation_config(first), **extra)
-        prompt_len = kwargs["input_ids"].shape[1]
+            inputs = self._with_prefix(ids, shared) if shared >= MIN_SHARED_PREFIX else self._padded(prompts)
+            out = self.model.generate(**inputs, generation_config=self._generation_config(first), **extra)
+        prompt_len = inputs["input_ids"].shape[1]
         return [self._finish(row, r) for row, r in zip(out[:, prompt_len:].tolist(), batch, strict=True)]
 
     def _padded(self, prompts: list[str]) -> dict[str, Any]:
@@ -180,19 +177,20 @@ class TransformersBackend(ChatBackend):
         return {k: v.to(self.device) for k, v in enc.items()}
 
     def _with_prefix(self, ids: list[list[int]], shared: int) -> dict[str, Any]:
-        """``generate`` inputs that continue a cache of the ``shared`` first tokens: each row is the prefix,
-        padding, then the prompt's own tokens, with an attention mask that skips the padding (positions follow
-        the mask, so every token keeps the position it has in its unpadded prompt). ``cache`` holds the prefix
-        ids until :meth:`_generate` replaces them with their keys and values."""
+        """``generate`` inputs that continue a cache of the ``shared`` first tokens (run here once, for one row,
+        and repeated for the batch): each row is the prefix, padding, then the prompt's own tokens, with an
+        attention mask that skips the padding (positions follow the mask, so every token keeps the position it
+        has in its unpadded prompt). Call under ``torch.inference_mode``."""
         import torch
 
         pad = self.tokenizer.pad_token_id
         width = max(len(row) for row in ids) - shared
         rows = [row[:shared] + [pad] * (width - len(row) + shared) + row[shared:] for row in ids]
         mask = [[1] * shared + [0] * (width - len(row) + shared) + [1] * (len(row) - shared) for row in ids]
+        cache = self.model(input_ids=torch.tensor([ids[0][:shared]], device=self.device), use_cache=True).cache
+        cache.batch_repeat_interleave(len(ids))
         return {"input_ids": torch.tensor(rows, device=self.device),
-                "attention_mask": torch.tensor(mask, device=self.device),
-                "cache": torch.tensor([ids[0][:shared]], device=self.device)}
+                "attention_mask": torch.tensor(mask, device=self.device), "cache": cache}
 
     def _generate_safely(self, batch: list[ChatRequest]) -> list[ChatResponse]:
         """A failing batch is retried one request at a time, so one bad prompt fails alone."""
