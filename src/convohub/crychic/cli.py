@@ -122,6 +122,19 @@ def run_training_data(args: argparse.Namespace) -> int:
     return 0
 
 
+def add_threshold_flags(parser: argparse.ArgumentParser) -> None:
+    """``--threshold`` and ``--implicit-threshold`` (the judge's root threshold and the IFQC's), shared by
+    ``tree reconstruct`` and ``crychic evaluate``; None means the values tuned for the judge, else the paper's."""
+    parser.add_argument("--threshold", type=float, default=None,
+                        help="judge probability the best candidate must exceed to become the parent (default: the "
+                             f"root_threshold tuned for the judge when its config has one, else the paper's "
+                             f"{THRESHOLD})")
+    parser.add_argument("--implicit-threshold", type=float, default=None,
+                        help="IFQC probability above which a prompt is an implicit follow-up of the most recent "
+                             "turn (default: the implicit_threshold tuned for the pipeline when the judge's config "
+                             "has one, else 0.5, the classifier's argmax)")
+
+
 TREE_HELP = """Reconstruct one conversation's tree with the release's CRyCHIc models and say, per turn, which
 earlier turn it builds on (its parent; "root" when none) and why: the module that decided (history,
 ifqc, simplifier or judge) and its score (IFQC: probability of an implicit follow-up; simplifier: the
@@ -236,13 +249,7 @@ def add_tree_cli(subparsers: Any) -> argparse.ArgumentParser:
                          "folder under --hub (default: convohub)")
     rc.add_argument("--profile", choices=("tiny", "paper"), default="tiny",
                     help="which release's models: crychic-*-tiny or the paper profile's (default: %(default)s)")
-    rc.add_argument("--threshold", type=float, default=None,
-                    help="judge probability the best candidate must exceed to become the parent (default: the "
-                         f"root_threshold tuned for the judge when its config has one, else the paper's {THRESHOLD})")
-    rc.add_argument("--implicit-threshold", type=float, default=None,
-                    help="IFQC probability above which a prompt is an implicit follow-up of the most recent turn "
-                         "(default: the implicit_threshold tuned for the pipeline when the judge's config has one, "
-                         "else 0.5, the classifier's argmax)")
+    add_threshold_flags(rc)
     rc.set_defaults(handler=run_tree_reconstruct)
     parser.set_defaults(handler=lambda args: (parser.print_help(), 2)[1])
     return parser
@@ -275,13 +282,7 @@ def add_cli(subparsers: Any) -> argparse.ArgumentParser:
     ev.add_argument("--max-conversations", type=int, default=None, metavar="N",
                     help="score only the first N test conversations (the LLM baseline is slow)")
     ev.add_argument("--window", type=int, default=WINDOW, help="turns the judge considers (default: %(default)s)")
-    ev.add_argument("--threshold", type=float, default=None,
-                    help="judge probability the best candidate must exceed to become the parent (default: the "
-                         f"root_threshold tuned for the judge when its config has one, else the paper's {THRESHOLD})")
-    ev.add_argument("--implicit-threshold", type=float, default=None,
-                    help="IFQC probability above which a prompt is an implicit follow-up of the most recent turn "
-                         "(default: the implicit_threshold tuned for the pipeline when the judge's config has one, "
-                         "else 0.5, the classifier's argmax)")
+    add_threshold_flags(ev)
     ev.add_argument("--out", type=Path, default=None, help="write the results (with every decision) as JSON")
     ev.set_defaults(handler=run_evaluate)
     from convohub.crychic.simplifier_data import AUTO, RULES_NAME
