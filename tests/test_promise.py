@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import copy
 import json
+import os
 import re
 import sys
 from collections.abc import Sequence
@@ -356,19 +357,35 @@ def test_a_collection_file_replaces_the_passages_and_seeds_the_topics(tmp_path: 
             configured_collection()
 
 
-def test_release_build_step_reads_the_source_and_passages_files(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
-    """A resumed release builds ProMISe again when a source or a passage collection is set, unset or edited: the
-    build step declares their files as its inputs."""
-    from convohub.promise.build import SOURCE_ENV
+def test_release_build_step_digests_the_source_and_passages(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """A resumed release builds ProMISe again when a source folder, a passage collection or the dialogue count is
+    set, unset or edited: the build step names them as its settings."""
+    import shutil
+
+    from convohub.promise.build import DIALOGUES_ENV, SOURCE_ENV
     from convohub.promise.retrieval import PASSAGES_ENV
     from convohub.promise.system import SYSTEM
+    from convohub.release import _inputs_digest
 
     [build] = [s for s in SYSTEM.steps if s.kind == "build"]
-    monkeypatch.delenv(SOURCE_ENV, raising=False)
-    monkeypatch.delenv(PASSAGES_ENV, raising=False)
-    assert build.inputs(None) == []
+    assert set(build.settings) == {SOURCE_ENV, PASSAGES_ENV, DIALOGUES_ENV}
+    for name in build.settings:
+        monkeypatch.delenv(name, raising=False)
+    digests = [_inputs_digest(build, None)]
+    source = tmp_path / "source"
+    shutil.copytree(SAMPLE, source)
+    monkeypatch.setenv(SOURCE_ENV, str(source))
+    digests.append(_inputs_digest(build, None))
+    stat = (source / "test.json").stat()
+    os.utime(source / "test.json", ns=(stat.st_atime_ns, stat.st_mtime_ns + 10**9))  # an edited split file
+    digests.append(_inputs_digest(build, None))
     passages = tmp_path / "p.jsonl"
     passages.write_text(json.dumps({"id": 1, "text": "x", "topic": "t"}) + "\n")
-    monkeypatch.setenv(SOURCE_ENV, str(SAMPLE))
     monkeypatch.setenv(PASSAGES_ENV, str(passages))
-    assert build.inputs(None) == [SAMPLE / "validation.jsonl", SAMPLE / "test.json", passages]  # .jsonl or .json
+    digests.append(_inputs_digest(build, None))
+    passages.write_text(json.dumps({"id": 1, "text": "y", "topic": "t"}) + "\n")
+    digests.append(_inputs_digest(build, None))
+    monkeypatch.setenv(DIALOGUES_ENV, "3")
+    digests.append(_inputs_digest(build, None))
+    assert len(set(digests)) == len(digests) == 6
+    assert _inputs_digest(build, None) == digests[-1]  # nothing changed: the step resumes

@@ -189,6 +189,44 @@ def test_a_changed_recipe_reruns_its_step_and_the_later_ones(tmp_path: Path, mon
     assert f"reads {recipe}, which does not exist" in capsys.readouterr().err
 
 
+def test_a_step_runs_again_when_a_setting_it_names_changes(tmp_path: Path, monkeypatch: pytest.MonkeyPatch,
+                                                            capsys: pytest.CaptureFixture[str]) -> None:
+    """A build step naming an environment variable among its settings (a source folder) resumes only while the
+    variable keeps its value and the folder's files keep their names, sizes and modification times."""
+    import os
+
+    import convohub.release as release_mod
+    from convohub.registry import Step, System
+
+    calls: list[str] = []
+    system = System(name="toy", title="Toy", steps=(
+        Step("build", "data", lambda ctx: calls.append("data") or {}, settings=("TOY_SOURCE",)),))
+    monkeypatch.setattr(release_mod, "load_systems", lambda: {"toy": system})
+    monkeypatch.delenv("TOY_SOURCE", raising=False)
+    out = tmp_path / "release"
+    source = tmp_path / "source"
+    (source / "part").mkdir(parents=True)
+    table = source / "part" / "events.csv"
+    table.write_text("a,b\n")
+
+    def release() -> int:
+        assert main(["release", "--out", str(out)]) == 0
+        return len(calls)
+
+    assert release() == 1 and release() == 1  # resumed
+    monkeypatch.setenv("TOY_SOURCE", str(source))
+    assert release() == 2
+    assert "build:data: runs again: its input files or the settings TOY_SOURCE changed" in capsys.readouterr().out
+    assert release() == 2
+    stat = table.stat()
+    os.utime(table, ns=(stat.st_atime_ns, stat.st_mtime_ns + 10**9))
+    assert release() == 3
+    (source / "part" / "more.csv").write_text("")
+    assert release() == 4
+    monkeypatch.delenv("TOY_SOURCE")
+    assert release() == 5 and release() == 5
+
+
 def test_build_from_shipped_source_sample(tmp_path: Path) -> None:
     sample = Path(__file__).resolve().parents[1] / "dataset_scripts" / "wildchat_sample" / "sample"
     assert main(["datasets", "build", "wildchat-sample", "--source", str(sample), "--out", str(tmp_path)]) == 0

@@ -57,6 +57,12 @@ class Step:
     ``inputs(ctx)``: the files whose content decides what the step produces (a training step's recipe and
     script); a re-run resumes the step only while they are unchanged, so an edited recipe retrains.
 
+    ``settings``: the environment variables whose values decide what the step produces (a dataset's
+    ``CONVOHUB_*_SOURCE`` folder, a dialogue count). Their values are part of the step's input digest; a value
+    naming a file adds the file's content, one naming a folder adds its files' names, sizes and modification
+    times (the paper path's sources are gigabytes, too big to hash at every start). Setting, unsetting, changing
+    or editing one makes a resumed release run the step again.
+
     ``reads``: the artifacts (keys of ``ctx.artifacts``, from any system) the step reads. A finished step is
     resumed unless one of them was produced afresh in this run, so retraining one model re-evaluates what uses
     it and leaves the rest alone. ``None`` (the default) means it may read anything: it runs again once any
@@ -69,6 +75,7 @@ class Step:
     run: Callable[[ReleaseContext], Mapping[str, Any]]
     inputs: Callable[[ReleaseContext], Sequence[Path]] | None = None
     reads: tuple[str, ...] | None = None
+    settings: tuple[str, ...] = ()
 
     def __post_init__(self) -> None:
         if self.kind not in STEP_KINDS:

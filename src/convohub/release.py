@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import hashlib
 import json
+import os
 import sys
 import time
 import traceback
@@ -195,18 +196,34 @@ def _load_stamps(ctx: ReleaseContext) -> None:
                     ctx.stamps.setdefault(name, entry[STAMP_KEY])
 
 
+def _setting_digest(name: str, digest: Any) -> None:
+    """Add environment variable ``name`` to ``digest`` (:attr:`convohub.registry.Step.settings`)."""
+    value = os.environ.get(name, "")
+    digest.update(f"{name}={value}\0".encode())
+    path = Path(value) if value else None
+    if path is not None and path.is_file():
+        digest.update(path.read_bytes())
+    elif path is not None and path.is_dir():
+        for file in sorted(f for f in path.rglob("*") if f.is_file()):
+            stat = file.stat()
+            digest.update(f"{file.relative_to(path).as_posix()}\0{stat.st_size}\0{stat.st_mtime_ns}\0".encode())
+
+
 def _inputs_digest(step: Step, ctx: ReleaseContext) -> str | None:
-    """SHA-256 over the names and contents of the step's input files (None: the step declares none)."""
-    if step.inputs is None:
+    """SHA-256 over the names and contents of the step's input files and over its settings (None: the step
+    declares neither)."""
+    if step.inputs is None and not step.settings:
         return None
     digest = hashlib.sha256()
-    for path in step.inputs(ctx):
+    for path in step.inputs(ctx) if step.inputs is not None else ():
         path = Path(path)
         if not path.is_file():
             raise FileNotFoundError(f"step {step.kind}:{step.name} reads {path}, which does not exist")
         content = path.read_bytes()
         digest.update(f"{path.name}\0{len(content)}\0".encode())
         digest.update(content)
+    for name in step.settings:
+        _setting_digest(name, digest)
     return digest.hexdigest()
 
 
@@ -224,7 +241,8 @@ def _why_rerun(step: Step, prior: Mapping[str, Any], inputs: str | None, ctx: Re
         if moved:
             return f"it reads {', '.join(moved)}, produced again by a release run since it last ran"
     if prior.get(INPUTS_KEY) != inputs:
-        return "its input files changed since the last run (or were not recorded)"
+        settings = f" or the settings {', '.join(step.settings)}" if step.settings else ""
+        return f"its input files{settings} changed since the last run (or were not recorded)"
     if not _artifacts_exist(prior):
         return "an output of the last run is gone"
     return None

@@ -122,7 +122,7 @@ def _step_space(ctx: Any) -> dict[str, Any]:
 
 
 STEPS: tuple[Step, ...] = (
-    Step("build", DATASET_NAME, _step_build),
+    Step("build", DATASET_NAME, _step_build, settings=(SOURCE_ENV, CORPUS_ENV)),
     *release_steps(SPEC, system="aqa", dataset=_dataset_dir, dataset_reads=("wildchat_aqa_dir",)),
     Step("evaluate", "wildchat-aqa-methods", _step_methods),
     Step("space", "wildchat-aqa-space", _step_space),

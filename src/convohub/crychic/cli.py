@@ -215,9 +215,8 @@ def run_tree_reconstruct(args: argparse.Namespace) -> int:
     print(f"conversation {conversation.conversation_id}: {n} turn(s)"
           + (", gold parents from the record" if conversation.gold else ""))
     print("models: " + ", ".join(f"{task}={folder}" for task, folder in folders.items()))
-    pipeline = make_builder()
-    print(f"root threshold {pipeline.threshold:g} ({pipeline.threshold_origin}), implicit threshold "
-          f"{pipeline.implicit_threshold:g} ({pipeline.implicit_threshold_origin})")
+    print(f"root threshold {builder.threshold:g} ({builder.threshold_origin}), implicit threshold "
+          f"{builder.implicit_threshold:g} ({builder.implicit_threshold_origin})")
     print()
     print(format_decisions(builder, conversation.gold))
     if conversation.gold:

@@ -19,7 +19,13 @@ from pathlib import Path
 from typing import Any
 
 from convohub.crychic.dataset import CONFIG, DATASET_NAME, SPLIT, build_wildchat_tree
-from convohub.crychic.model_specs import IFQC, JUDGE, SIMPLIFIER
+from convohub.crychic.model_specs import (
+    EVAL_CONVERSATIONS_ENV,
+    IFQC,
+    JUDGE,
+    LLM_CONVERSATIONS_ENV,
+    SIMPLIFIER,
+)
 from convohub.crychic.trees import check_parents
 from convohub.model_spec import card_step, evaluate_step, release_steps, train_step
 from convohub.registry import DatasetBuilder, Step, System
@@ -142,7 +148,7 @@ SYSTEM = System(
     name="crychic",
     title="WildChatTree and CRyCHIc: chat-tree reconstruction",
     steps=(
-        Step("build", DATASET_NAME, _step_build),
+        Step("build", DATASET_NAME, _step_build, settings=(SOURCE_ENV,)),
         Step("build", "crychic-training-data", _step_training_data),
         *release_steps(IFQC, system="crychic", dataset=_training_data_dir, dataset_reads=TRAINING_DATA_READS),
         *release_steps(SIMPLIFIER, system="crychic", dataset=_training_data_dir, dataset_reads=TRAINING_DATA_READS),
@@ -151,7 +157,8 @@ SYSTEM = System(
         train_step(JUDGE, system="crychic", dataset=_training_data_dir, dataset_reads=TRAINING_DATA_READS,
                    extra_args=_pipeline_args, extra_reads=(IFQC.artifact("dir"), SIMPLIFIER.artifact("dir"))),
         evaluate_step(JUDGE, system="crychic", dataset=_tree_dir, dataset_reads=("wildchat_tree_dir",)),
-        Step("evaluate", "crychic-llm-baseline", _step_llm_baseline),
+        Step("evaluate", "crychic-llm-baseline", _step_llm_baseline,
+             settings=(LLM_CONVERSATIONS_ENV, EVAL_CONVERSATIONS_ENV)),
         card_step(JUDGE, extra=_llm_baseline_results, extra_reads=(LLM_BASELINE_EVAL,)),
         Step("space", "crychic-space", _step_space),
     ),

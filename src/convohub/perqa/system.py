@@ -47,11 +47,6 @@ def _build_dataset(ctx: Any, source: Path | None) -> Path:
     return build_perqa(ctx.target, ctx.repo, source=source, config=config, llm=llm)
 
 
-def _build_inputs(ctx: Any) -> list[Path]:
-    """The added templates file, so that a resumed release rebuilds PerQA when it is set, unset or edited."""
-    return [Path(os.environ[TEMPLATES_ENV])] if os.environ.get(TEMPLATES_ENV) else []
-
-
 def _step_build(ctx: Any) -> dict[str, Any]:
     return {"perqa_dir": _build_dataset(ctx, None)}
 
@@ -73,7 +68,7 @@ BENCHMARK = Benchmark(
 SYSTEM = System(
     name="perqa",
     title="PerQA: persona-based questions over heterogeneous personal data (ReQAP's benchmark)",
-    steps=(Step("build", DATASET_NAME, _step_build, inputs=_build_inputs),),
+    steps=(Step("build", DATASET_NAME, _step_build, settings=(SOURCE_ENV, VERBALISER_ENV, TEMPLATES_ENV)),),
     datasets=(DatasetBuilder(DATASET_NAME, "PerQA personas, personal events and SQL-grounded questions",
                              _build_dataset),),
     benchmarks=(BENCHMARK,),

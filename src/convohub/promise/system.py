@@ -6,15 +6,16 @@ trained by its script under ``accelerate launch``, measured on test and publishe
 
 from __future__ import annotations
 
-import os
 from collections.abc import Callable, Mapping
 from pathlib import Path
 from typing import Any
 
 from convohub.model_spec import release_steps
+from convohub.promise.build import DIALOGUES_ENV, SOURCE_ENV
 from convohub.promise.dataset import DATASET_NAME, TASK_CONFIG
 from convohub.promise.model_specs import GENERATOR, TASK1_ENCODER, TASK2_ENCODER
 from convohub.promise.records import INVALID, label_names
+from convohub.promise.retrieval import PASSAGES_ENV
 from convohub.registry import DatasetBuilder, Step, System
 from convohub.scoring import Benchmark
 
@@ -33,24 +34,6 @@ def _build_dataset(ctx: Any, source: Path | None) -> Path:
 
 def _step_build(ctx: Any) -> dict[str, Any]:
     return {"promise_dir": _build_dataset(ctx, None)}
-
-
-def _build_inputs(ctx: Any) -> list[Path]:
-    """The files besides the code that decide the dialogues: the split files of ``$CONVOHUB_PROMISE_SOURCE`` and
-    the collection ``$CONVOHUB_PROMISE_PASSAGES`` names, so a resumed release builds again when either is set,
-    unset or edited (a missing file is left to the build, whose error names it)."""
-    from convohub.promise.build import SOURCE_ENV
-    from convohub.promise.retrieval import PASSAGES_ENV
-    from convohub.promise.source import SPLITS
-
-    files = []
-    if os.environ.get(SOURCE_ENV):
-        folder = Path(os.environ[SOURCE_ENV])
-        files += [folder / f"{split}{suffix}" for split in SPLITS for suffix in (".jsonl", ".json")
-                  if (folder / f"{split}{suffix}").is_file()]
-    if os.environ.get(PASSAGES_ENV) and Path(os.environ[PASSAGES_ENV]).is_file():
-        files.append(Path(os.environ[PASSAGES_ENV]))
-    return files
 
 
 #: the artifacts :func:`_dataset_dir` looks up
@@ -112,7 +95,7 @@ SYSTEM = System(
     name="promise",
     title="ProMISe: suggested-question dialogues, user-behaviour benchmark, user simulators",
     steps=(
-        Step("build", DATASET_NAME, _step_build, inputs=_build_inputs),
+        Step("build", DATASET_NAME, _step_build, settings=(SOURCE_ENV, PASSAGES_ENV, DIALOGUES_ENV)),
         *release_steps(TASK1_ENCODER, system="promise", dataset=_dataset_dir, dataset_reads=DATASET_READS),
         *release_steps(TASK2_ENCODER, system="promise", dataset=_dataset_dir, dataset_reads=DATASET_READS),
         *release_steps(GENERATOR, system="promise", dataset=_dataset_dir, dataset_reads=DATASET_READS),

@@ -443,7 +443,8 @@ SYSTEM = System(
     name="wildfeedback",
     title="WildFeedback: preference data from in-situ user feedback, SFT+DPO alignment, checklist judge",
     steps=(
-        Step("build", "wildfeedback", _step_build),
+        Step("build", "wildfeedback", _step_build,
+             settings=(POLICY_ENV, JUDGE_ENV, USERS_ENV, ON_POLICY_EPISODES_ENV)),
         Step("train", "wildfeedback-sft-dpo", _step_train, inputs=_train_inputs, reads=DATASET_READS),
         Step("evaluate", "wildfeedback-checklist-judge", _step_evaluate,
              reads=(SFT_DIR_ARTIFACT, DPO_ARTIFACTS["dir"], *DATASET_READS)),
