@@ -221,7 +221,7 @@ def test_loop_rules_stop_concatenate_and_rebalance(answers: str) -> None:
     # every record names the agent LLM, the retrieval backend and the user
     agent = "scripted:scripted-agent" + ("" if answers == "llm" else " (questions for snippet sentences)")
     assert {(d["agent_llm"], d["retrieval_backend"], d["user_simulator"]) for d in dialogues} == \
-        {(agent, "bm25s:convohub-promise-passages-v1", "scripted-user")}
+        {(agent, "bm25s:convohub-promise-passages-v2", "scripted-user")}
     for turn in (t for d in dialogues for t in d["turns"]):  # every answer is grounded in its snippet
         for qa in turn["suggested_qas"]:
             snippet = turn["web_snippets"][qa["snippet_index"]]
@@ -288,7 +288,7 @@ def test_coverage_user_rules():
 
 def test_passage_collection_is_named_and_retrievable():
     collection = default_collection()
-    assert collection.name == "convohub-promise-passages-v1" and len(collection) == 96 and len(collection.topics) == 16
+    assert collection.name == "convohub-promise-passages-v2" and len(collection) == 192 and len(collection.topics) == 16
     assert "hand" in collection.provenance
     [hits] = BM25Retriever(collection).search(["how long to boil an egg for a runny yolk"], 3)
     assert hits and all(isinstance(p, Passage) and p.topic == "eggs" for p in hits)
@@ -389,3 +389,44 @@ def test_release_build_step_digests_the_source_and_passages(tmp_path: Path, monk
     digests.append(_inputs_digest(build, None))
     assert len(set(digests)) == len(digests) == 6
     assert _inputs_digest(build, None) == digests[-1]  # nothing changed: the step resumes
+
+
+class _RecordingRetriever:
+    """BM25 over convohub's passages, keeping every query string it was asked."""
+
+    def __init__(self) -> None:
+        self.inner, self.asked = BM25Retriever(), []
+        self.name, self.collection = self.inner.name, self.inner.collection
+
+    def search(self, queries: Sequence[str], k: int) -> list[list[Passage]]:
+        self.asked += list(queries)
+        return self.inner.search(queries, k)
+
+
+@pytest.mark.parametrize("with_first", [False, True])
+def test_later_turns_search_with_the_first_question_only_when_asked(with_first: bool) -> None:
+    """The paper searches the bare query; ``search_with_first_question`` adds the dialogue's first question to
+    later queries that do not hold it (the recorded ``retrieval_query`` stays the paper's either way)."""
+    user = ScriptedUser({"drone": ["sq1", "sq2", "done"], "boiling eggs": ["none", "sq1", "done"]})
+    retriever = _RecordingRetriever()
+    settings = LoopSettings(n_dialogues=2, context_tokens=160, search_with_first_question=with_first)
+    dialogues, _ = generate(Recording(), retriever, user, TOPICS[:2], settings)
+    expected = {f"{t['retrieval_query']} {d['initial_question']}"
+                if with_first and d["initial_question"] not in t["retrieval_query"] else t["retrieval_query"]
+                for d in dialogues for t in d["turns"]}
+    asked = set(retriever.asked)
+    assert expected <= asked
+    bare_later = {t["retrieval_query"] for d in dialogues for t in d["turns"]
+                  if d["initial_question"] not in t["retrieval_query"]}
+    assert bare_later  # the picked questions
+    assert bool(bare_later & asked) != with_first
+
+
+def test_bm25_drops_question_words_from_queries() -> None:
+    """Question words ("how", "do", "my") are stop words: in a small collection they would weigh like the
+    topic's words and pull in passages of other topics."""
+    from convohub.bm25 import english_query_tokens
+
+    assert english_query_tokens(["How do I charge my electric car at home?"]) == [["charge", "electric", "car", "home"]]
+    [hits] = BM25Retriever().search(["How do I plan a birthday party for 10 kids?"], 4)
+    assert [p.topic for p in hits] == ["birthday"] * 4

@@ -340,12 +340,14 @@ def index_key(dataset_dir: Any, context: str, *, with_bm25: bool = False) -> str
     from convohub.aqa.chunking import MAX_TOKENS, OVERLAP
     from convohub.aqa.questions import corpus_config
     from convohub.aqa.retrieval import INDEX_FORMAT
+    from convohub.bm25 import STOPWORDS_NAME
     from convohub.hub import data_files
     from convohub.models import file_digest, minilm_path, weights_digest
 
     config = corpus_config(context)
     digest = hashlib.sha256(json.dumps({
-        "format": INDEX_FORMAT, "context": context, "bm25": with_bm25, "chunk": [MAX_TOKENS, OVERLAP],
+        "format": INDEX_FORMAT, "context": context, "bm25": STOPWORDS_NAME if with_bm25 else False,
+        "chunk": [MAX_TOKENS, OVERLAP],
         "encoder": weights_digest(minilm_path())}, sort_keys=True).encode())
     files = data_files(dataset_dir, config)
     if "train" not in files:

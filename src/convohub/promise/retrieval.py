@@ -1,15 +1,15 @@
 """Where the agent's web snippets come from: a retrieval backend behind one small interface.
 
-ProMISe's agent retrieved Bing web snippets for the current query (Algorithm 1, line 5). Bing's API is
-retired and no machine here reaches the web, so the loop talks to a :class:`SnippetRetriever`: anything with
-a ``name`` (recorded in every dialogue) and ``search(queries, k)``. Offline it is :class:`BM25Retriever`
-(bm25s) over a :class:`PassageCollection` that convohub ships and names: ``src/convohub/data/
-promise_passages.json``, 96 passages on 16 topics written by hand for convohub (its ``provenance`` field and
-the dataset card say so). A web search API, a vector store or another collection (``PassageCollection.read``
-of a JSON file of the same shape, or JSON Lines of ``{"id", "text", "topic"}``) plugs in behind the same
-interface: in Python, pass any :class:`SnippetRetriever` to :func:`convohub.promise.simulate.generate`; from the
-command line, ``CONVOHUB_PROMISE_PASSAGES=FILE`` makes ``convohub datasets build promise``, the release and the
-Space search that collection instead (:func:`configured_collection`; its topics seed the dialogues).
+ProMISe's agent retrieved Bing web snippets for the current query (Algorithm 1, line 5). Bing's API is retired
+and no machine here reaches the web, so the loop talks to a :class:`SnippetRetriever`: anything with a
+``name`` (recorded in every dialogue) and ``search(queries, k)``. Offline it is :class:`BM25Retriever` (bm25s)
+over a :class:`PassageCollection` that convohub ships and names: ``src/convohub/data/promise_passages.json``,
+192 passages on 16 topics (12 each) written by hand for convohub (its ``provenance`` field and the dataset
+card say so). A web search API, a vector store or another collection (``PassageCollection.read`` of a JSON
+file of the same shape, or JSON Lines of ``{"id", "text", "topic"}``) plugs in behind the same interface: in
+Python, pass any :class:`SnippetRetriever` to :func:`convohub.promise.simulate.generate`; from the command
+line, ``CONVOHUB_PROMISE_PASSAGES=FILE`` makes ``convohub datasets build promise``, the release and the Space
+search that collection instead (:func:`configured_collection`; its topics seed the dialogues).
 """
 
 from __future__ import annotations

@@ -29,6 +29,7 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
 
+from convohub.bm25 import STOPWORDS_NAME
 from convohub.llm import ask_until_parsed
 from convohub.promise.prompts import (
     ANSWER_MODES,
@@ -67,6 +68,12 @@ class LoopSettings:
     #: ``llm``: the agent writes each question and answer (the paper); ``extractive``: the answer is the snippet
     #: sentence closest to the query and the agent writes the question it answers (the agent's name says so)
     answers: str = "llm"
+    #: search the query together with the dialogue's first question (when the query does not hold it already),
+    #: as a search engine keeps a session's subject; the recorded ``retrieval_query`` stays the paper's. False is
+    #: the paper (a web index answers a bare follow-up question on topic); the tiny profile's collection has six
+    #: passages per topic, and a bare question such as "How long does a new cat hide?" also matches passages
+    #: of other topics that share "long" or "new"
+    search_with_first_question: bool = False
     seed: int = 0
 
     def __post_init__(self) -> None:
@@ -101,6 +108,12 @@ class State:
     def asked(self) -> tuple[str, ...]:
         """The initial question and the questions picked so far (what the user has asked)."""
         return tuple([self.initial_question, *self.queries[1:]])
+
+    def search_text(self, with_first_question: bool) -> str:
+        """What the retriever is asked at this turn (:attr:`LoopSettings.search_with_first_question`)."""
+        if not with_first_question or self.initial_question in self.query:
+            return self.query
+        return f"{self.query} {self.initial_question}"
 
     def seen_questions(self) -> list[str]:
         return [*self.queries, *(qa["question"] for t in self.turns for qa in t["suggested_qas"])]
@@ -201,7 +214,8 @@ def agent_turn(backend: Any, retriever: SnippetRetriever, states: Sequence[State
     One request per suggestion: with ``answers="llm"`` the agent writes question and answer from the snippet
     and the query; with ``answers="extractive"`` the answer is the snippet sentence closest to the query and the
     agent writes the question it answers. A second try uses a spare snippet, later tries sample."""
-    hits: list[list[Passage]] = retriever.search([s.query for s in states], settings.snippets)
+    hits: list[list[Passage]] = retriever.search([s.search_text(settings.search_with_first_question) for s in states],
+                                                 settings.snippets)
     short = [d for d, h in enumerate(hits) if len(h) < settings.snippets and states[d].query != states[d].initial_question]
     if short:  # a query matching few passages is topped up with the first question's passages
         more = retriever.search([states[d].initial_question for d in short], settings.snippets)
@@ -365,7 +379,7 @@ def generate(agent: Any, retriever: SnippetRetriever, user: DialogueUser, topics
     agent = cached(agent, work)
     fingerprint = {"settings": asdict(settings), "agent": {"name": agent.name, **agent.identity()},
                    "retrieval": retriever.name, "retrieval_fingerprint": getattr(retriever, "fingerprint", None),
-                   "user": user.name, "topics": [t.id for t in topics], "v": 3}
+                   "retrieval_stopwords": STOPWORDS_NAME, "user": user.name, "topics": [t.id for t in topics], "v": 3}
 
     def compute() -> dict[str, Any]:
         started = time.perf_counter()
