@@ -51,8 +51,6 @@ LLM_METHODS = ("no-context", "rag", "probe", "oracle")
 ANSWERERS = ("paper", "small", "likelihood")
 #: Tokens an answer may use: the paper's JSON carries an explanation first; the list is ~30 tokens.
 MAX_NEW_TOKENS = {"paper": 512, "small": 40}
-#: Prompts the likelihood answerer scores per forward pass.
-SCORE_BATCH = 8
 
 
 @dataclass
@@ -186,18 +184,17 @@ def generate_rankings(backend: Any, questions: Sequence[Question], contexts: Seq
 class LikelihoodScorer:
     """Mean log-probability of each option as the model's reply to a prompt, on a local causal LM.
 
-    Prompts are scored :data:`SCORE_BATCH` at a time: one forward pass over the left-padded prompts (position
-    ids follow the padding, as in generation), then every option of every prompt in one pass on a copy of the
-    prompts' KV cache, so the cost is about one prefill per prompt plus the options' few tokens. Scores are
-    cached by (prompt, options): the calibration prior of a question recurs in every method."""
+    The log-probabilities are :func:`convohub.llm.choices.continuation_logprobs`, the forward code the closed
+    answers of :class:`convohub.llm.choices.ChoiceBackend` use too: each prompt runs once for its options, and
+    the instructions every prompt of a call shares run once for the call. Scores are cached by (prompt,
+    options): the calibration prior of a question recurs in every method."""
 
     def __init__(self, backend: Any) -> None:
         local = local_model(backend)
         if local is None:
             raise ValueError(f"the likelihood answerer scores options with a local model, and {backend!r} is an "
                              "endpoint: use --llm smollm2 or --llm local:/folder, or the paper/small answerer")
-        self.model, self.tokenizer, self.model_id = local.model, local.tokenizer, local.model_id
-        self.device = getattr(local, "device", "cpu")
+        self.local, self.tokenizer, self.model_id = local, local.tokenizer, local.model_id
         self._scores: dict[tuple[str, tuple[str, ...]], list[float]] = {}
 
     def __call__(self, prompt: str, options: Sequence[str]) -> list[float]:
@@ -206,14 +203,11 @@ class LikelihoodScorer:
         return self._scores[(prompt, tuple(options))]
 
     def prefetch(self, pairs: Sequence[tuple[str, Sequence[str]]]) -> None:
-        """Score every (prompt, options) pair not scored yet, in batches of similar prompt lengths."""
+        """Score every (prompt, options) pair not scored yet."""
         todo = list(dict.fromkeys((p, tuple(o)) for p, o in pairs if (p, tuple(o)) not in self._scores))
-        encoded = [(key, self.prompt_ids(key[0]), self.option_ids(key[1])) for key in todo]
-        encoded.sort(key=lambda item: len(item[1]))
-        for start in range(0, len(encoded), SCORE_BATCH):
-            chunk = encoded[start:start + SCORE_BATCH]
-            for (key, _, _), scores in zip(chunk, self.score([(p, o) for _, p, o in chunk]), strict=True):
-                self._scores[key] = scores
+        if todo:
+            scores = self.score([(self.prompt_ids(p), self.option_ids(o)) for p, o in todo])
+            self._scores.update(zip(todo, scores, strict=True))
 
     def prompt_ids(self, prompt: str) -> list[int]:
         text = self.tokenizer.apply_chat_template([{"role": "user", "content": prompt}], tokenize=False,
@@ -226,45 +220,12 @@ class LikelihoodScorer:
         return [i or [eos] for i in ids]
 
     def score(self, items: Sequence[tuple[list[int], list[list[int]]]]) -> list[list[float]]:
-        """Mean option log-probabilities for each (prompt ids, option ids) item, in one batch."""
-        import torch
+        """Mean option log-probabilities for each (prompt ids, option ids) item."""
+        from convohub.llm.choices import continuation_logprobs
 
-        pad = self.tokenizer.pad_token_id if self.tokenizer.pad_token_id is not None else 0
-        n, width = len(items), max(len(p) for p, _ in items)
-        per = max(len(o) for _, o in items)  # options per prompt (shorter lists padded with a dummy option)
-        span = max(len(x) for _, o in items for x in o)
-        prefix = torch.full((n, width), pad, dtype=torch.long)
-        prefix_mask = torch.zeros((n, width), dtype=torch.long)
-        ids = torch.full((n * per, span), pad, dtype=torch.long)
-        option_mask = torch.zeros((n * per, span), dtype=torch.long)
-        for b, (prompt, options) in enumerate(items):
-            prefix[b, width - len(prompt):] = torch.tensor(prompt)
-            prefix_mask[b, width - len(prompt):] = 1
-            for r, option in enumerate(options):
-                ids[b * per + r, : len(option)] = torch.tensor(option)
-                option_mask[b * per + r, : len(option)] = 1
-        lengths = prefix_mask.sum(1)
-        with torch.inference_mode():
-            out = self.model(input_ids=prefix.to(self.device), attention_mask=prefix_mask.to(self.device),
-                             position_ids=(prefix_mask.cumsum(1) - 1).clamp(min=0).to(self.device), use_cache=True,
-                             logits_to_keep=1)
-            first = torch.log_softmax(out.logits[:, -1].float(), dim=-1)
-            cache = out.cache
-            cache.batch_repeat_interleave(per)
-            mask = torch.cat([prefix_mask.repeat_interleave(per, 0), option_mask], dim=1)
-            positions = lengths.repeat_interleave(per)[:, None] + torch.arange(span)[None, :]
-            logits = self.model(input_ids=ids.to(self.device), cache=cache, attention_mask=mask.to(self.device),
-                                position_ids=positions.to(self.device)).logits[:, :-1].float()
-            following = ids[:, 1:].to(self.device)
-            picked = logits.gather(-1, following[..., None])[..., 0] - torch.logsumexp(logits, dim=-1)
-        out_scores = []
-        for b, (_, options) in enumerate(items):
-            row = []
-            for r, option in enumerate(options):
-                total = float(first[b, option[0]]) + float(picked[b * per + r, : len(option) - 1].sum())
-                row.append(total / len(option))
-            out_scores.append(row)
-        return out_scores
+        sums = continuation_logprobs(self.local, [p for p, _ in items], [o for _, o in items])
+        return [[total / len(option) for total, option in zip(row, options, strict=True)]
+                for row, (_, options) in zip(sums, items, strict=True)]
 
 
 def likelihood_rankings(backend: Any, questions: Sequence[Question], contexts: Sequence[Context], *, budget: int,

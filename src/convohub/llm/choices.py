@@ -53,6 +53,88 @@ def _spellings(option: str, case_variants: bool) -> list[str]:
     return sorted({option, option[:1].upper() + option[1:]}) if case_variants else [option]
 
 
+def prefix_cache(local: Any, prefix: Sequence[int], base: tuple[list[int], Any] | None) -> Any:
+    """The keys and values of ``prefix`` under ``local``'s model, continued from a copy of ``base`` (tokens,
+    cache) when ``prefix`` starts with those tokens."""
+    import copy
+
+    import torch
+
+    start, cache = 0, None
+    if base is not None and len(base[0]) <= len(prefix) and list(prefix[:len(base[0])]) == base[0]:
+        start, cache = len(base[0]), copy.deepcopy(base[1])
+        if start == len(prefix):
+            return cache
+    kwargs = {"cache": cache} if cache is not None else {}
+    return local.model(input_ids=torch.tensor([list(prefix[start:])], device=local.device), use_cache=True,
+                       **kwargs).cache
+
+
+def positions_logprobs(local: Any, rows: Sequence[Sequence[int]], wanted: Sequence[Sequence[int]],
+                       base: tuple[list[int], Any] | None = None) -> list[Any]:
+    """For every row (right-padded into one batch), the log-probability vectors at the row's ``wanted``
+    positions (absolute indices into the row), as ``(len(wanted[k]), vocabulary)`` tensors.
+
+    The rows' common token prefix (the instructions, worked examples and prompt every request of a batch
+    shares) is run once and its keys and values reused by every row, so only the suffixes are paid for;
+    ``base`` (tokens, cache) is the prefix every batch of the call shares, run once for all batches.
+    Logits are computed at the wanted positions only (``logits_to_keep``), not over the whole vocabulary
+    at every position."""
+    import torch
+
+    pad = local.tokenizer.pad_token_id
+    pad = pad if pad is not None else 0
+    device = local.device
+    # wanted logits stay ours: the shared prefix ends before the first wanted position
+    shared = common_prefix(rows, min(min(len(row) for row in rows) - 1, min(min(w) for w in wanted)))
+    # one row alone gains from a split only when its prefix continues the call's ``base``
+    offset = shared if shared >= MIN_SHARED_PREFIX and (len(rows) > 1 or base is not None) else 0
+    suffixes = [list(row[offset:]) for row in rows]
+    width = max(map(len, suffixes))
+    ids = torch.tensor([row + [pad] * (width - len(row)) for row in suffixes], device=device)
+    mask = torch.tensor([[1] * (offset + len(row)) + [0] * (width - len(row)) for row in suffixes], device=device)
+    keep = sorted({p - offset for w in wanted for p in w})
+    column = {p: i for i, p in enumerate(keep)}
+    with torch.inference_mode():  # padded on the right: every position keeps its own index
+        kwargs: dict[str, Any] = {}
+        if offset:
+            cache = prefix_cache(local, rows[0][:offset], base)
+            cache.batch_repeat_interleave(len(rows))
+            kwargs["cache"] = cache
+        logits = local.model(input_ids=ids, attention_mask=mask, logits_to_keep=torch.tensor(keep, device=device),
+                             **kwargs).logits
+    logp = logits.float().log_softmax(-1)
+    return [logp[k, [column[p - offset] for p in w]] for k, w in enumerate(wanted)]
+
+
+def continuation_logprobs(local: Any, prompts: Sequence[Sequence[int]],
+                          continuations: Sequence[Sequence[Sequence[int]]], batch_size: int = 16) -> list[list[float]]:
+    """Per prompt, the summed log-probability of each of its continuations right after it (every token of a
+    continuation scored; token ids, none empty). A prompt's rows share it, so it runs once per
+    ``batch_size`` continuations; the prefix every prompt shares (instructions) runs once for the call."""
+    import torch
+
+    if not prompts:
+        return []
+    common = common_prefix(prompts, min(len(p) for p in prompts) - 1)
+    base = None
+    if len(prompts) > 1 and common >= MIN_SHARED_PREFIX:
+        with torch.inference_mode():
+            base = (list(prompts[0][:common]), prefix_cache(local, prompts[0][:common], None))
+    out = []
+    for prompt, options in zip(prompts, continuations, strict=True):
+        sums = []
+        for start in range(0, len(options), batch_size):
+            chunk = options[start:start + batch_size]
+            # the logits at position i predict token i + 1: a continuation's tokens follow the prompt's last one
+            wanted = [range(len(prompt) - 1, len(prompt) - 1 + len(o)) for o in chunk]
+            rows = [[*prompt, *o] for o in chunk]
+            for option, logp in zip(chunk, positions_logprobs(local, rows, wanted, base), strict=True):
+                sums.append(float(logp.gather(1, torch.tensor(option, device=logp.device)[:, None]).sum()))
+        out.append(sums)
+    return out
+
+
 class ChoiceBackend(ChatBackend):
     """A local chat model answering each request with the most likely of ``options`` (module docstring)."""
 
@@ -80,58 +162,6 @@ class ChoiceBackend(ChatBackend):
     def describe(self) -> dict[str, Any]:
         return {**self.local.describe(), "backend": self.kind, "options": list(self.options)}
 
-    def _prefix_cache(self, prefix: Sequence[int], base: tuple[list[int], Any] | None) -> Any:
-        """The keys and values of ``prefix``, continued from a copy of ``base`` (tokens, cache) when ``prefix``
-        starts with those tokens."""
-        import copy
-
-        import torch
-
-        start, cache = 0, None
-        if base is not None and len(base[0]) <= len(prefix) and list(prefix[:len(base[0])]) == base[0]:
-            start, cache = len(base[0]), copy.deepcopy(base[1])
-            if start == len(prefix):
-                return cache
-        kwargs = {"cache": cache} if cache is not None else {}
-        return self.local.model(input_ids=torch.tensor([list(prefix[start:])], device=self.local.device),
-                                use_cache=True, **kwargs).cache
-
-    def _forward(self, rows: Sequence[Sequence[int]], wanted: Sequence[Sequence[int]],
-                 base: tuple[list[int], Any] | None = None) -> list[Any]:
-        """For every row (right-padded into one batch), the log-probability vectors at the row's ``wanted``
-        positions (absolute indices into the row), as ``(len(wanted[k]), vocabulary)`` tensors.
-
-        The rows' common token prefix (the instructions, worked examples and prompt every request of a batch
-        shares) is run once and its keys and values reused by every row, so only the suffixes are paid for;
-        ``base`` (tokens, cache) is the prefix every batch of the call shares, run once for all batches.
-        Logits are computed at the wanted positions only (``logits_to_keep``), not over the whole vocabulary
-        at every position."""
-        import torch
-
-        pad = self.local.tokenizer.pad_token_id
-        pad = pad if pad is not None else 0
-        device = self.local.device
-        # wanted logits stay ours: the shared prefix ends before the first wanted position
-        shared = common_prefix(rows, min(min(len(row) for row in rows) - 1, min(min(w) for w in wanted)))
-        # one row alone gains from a split only when its prefix continues the call's ``base``
-        offset = shared if shared >= MIN_SHARED_PREFIX and (len(rows) > 1 or base is not None) else 0
-        suffixes = [list(row[offset:]) for row in rows]
-        width = max(map(len, suffixes))
-        ids = torch.tensor([row + [pad] * (width - len(row)) for row in suffixes], device=device)
-        mask = torch.tensor([[1] * (offset + len(row)) + [0] * (width - len(row)) for row in suffixes], device=device)
-        keep = sorted({p - offset for w in wanted for p in w})
-        column = {p: i for i, p in enumerate(keep)}
-        with torch.inference_mode():  # padded on the right: every position keeps its own index
-            kwargs: dict[str, Any] = {}
-            if offset:
-                cache = self._prefix_cache(rows[0][:offset], base)
-                cache.batch_repeat_interleave(len(rows))
-                kwargs["cache"] = cache
-            logits = self.local.model(input_ids=ids, attention_mask=mask, logits_to_keep=torch.tensor(keep, device=device),
-                                      **kwargs).logits
-        logp = logits.float().log_softmax(-1)
-        return [logp[k, [column[p - offset] for p in w]] for k, w in enumerate(wanted)]
-
     def option_logprobs(self, requests: Sequence[ChatRequest]) -> list[list[float]]:
         """Per request, every option's log-likelihood (module docstring). One row per request reads every
         single-token spelling at the answer's first position; a spelling of several tokens gets a row of its
@@ -152,13 +182,13 @@ class ChoiceBackend(ChatBackend):
         base = None
         if len(chunks) > 1 and common >= MIN_SHARED_PREFIX:
             with torch.inference_mode():
-                base = (list(prompts[0][:common]), self._prefix_cache(prompts[0][:common], None))
+                base = (list(prompts[0][:common]), prefix_cache(self.local, prompts[0][:common], None))
         for chunk in chunks:
             rows = [prompts[r] + (self._ids[o][s] if o is not None else []) for r, o, s in chunk]
             # the logits at position i predict token i + 1: the answer's tokens follow the prompt's last one
             wanted = [range(len(prompts[r]) - 1, len(prompts[r]) - 1 + (len(self._ids[o][s]) if o is not None else 1))
                       for r, o, s in chunk]
-            for (r, o, s), logp in zip(chunk, self._forward(rows, wanted, base), strict=True):
+            for (r, o, s), logp in zip(chunk, positions_logprobs(self.local, rows, wanted, base), strict=True):
                 if o is None:
                     for oo, spellings in enumerate(self._ids):
                         for ss, ids in enumerate(spellings):
@@ -181,7 +211,7 @@ class ChoiceBackend(ChatBackend):
 def _chunks(jobs: Sequence[tuple[int, int | None, int | None]], size: int) -> list[list[tuple[int, int | None, int | None]]]:
     """Batches of at most ``size`` jobs. Requests that only have prompt rows (every spelling one token) are
     batched together; a request with rows of several-token spellings gets batches of its own, so each batch
-    shares the whole prompt and :meth:`ChoiceBackend._forward` runs it once instead of once per row. Measured
+    shares the whole prompt and :func:`positions_logprobs` runs it once instead of once per row. Measured
     on WildFeedback's nine-label questions (98 requests of 9 rows, SmolLM2-135M, 2 CPU cores): 95 s in mixed
     batches of 16 rows, 52 s by request, 28 s by request with the instructions all requests share run once.
     """
