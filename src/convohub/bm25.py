@@ -7,8 +7,8 @@ with their own rules instead).
 
 Why scikit-learn's list (318 words) and not bm25s's own ``"en"`` (33 words): the queries here are questions,
 and bm25s's list keeps "how", "do", "what", "my", "you", "get". In a small collection such words are rare, so
-they weigh as much as the topic's words: over the 288 turns of a tiny ProMISe release, 125 of the top four
-passages came from another topic than the dialogue's with bm25s's list, 102 with scikit-learn's.
+they weigh as much as the topic's words: for the 72 turns of a tiny ProMISe release (288 top-four passages),
+125 of the passages came from another topic than the dialogue's with bm25s's list, 102 with scikit-learn's.
 """
 
 from __future__ import annotations

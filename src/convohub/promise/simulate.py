@@ -70,7 +70,7 @@ class LoopSettings:
     answers: str = "llm"
     #: search the query together with the dialogue's first question (when the query does not hold it already),
     #: as a search engine keeps a session's subject; the recorded ``retrieval_query`` stays the paper's. False is
-    #: the paper (a web index answers a bare follow-up question on topic); the tiny profile's collection has six
+    #: the paper (a web index answers a bare follow-up question on topic); the tiny profile's collection has twelve
     #: passages per topic, and a bare question such as "How long does a new cat hide?" also matches passages
     #: of other topics that share "long" or "new"
     search_with_first_question: bool = False
@@ -379,7 +379,8 @@ def generate(agent: Any, retriever: SnippetRetriever, user: DialogueUser, topics
     agent = cached(agent, work)
     fingerprint = {"settings": asdict(settings), "agent": {"name": agent.name, **agent.identity()},
                    "retrieval": retriever.name, "retrieval_fingerprint": getattr(retriever, "fingerprint", None),
-                   "retrieval_stopwords": STOPWORDS_NAME, "user": user.name, "topics": [t.id for t in topics], "v": 3}
+                   "retrieval_stopwords": STOPWORDS_NAME, "user": user.name, "topics": [t.id for t in topics],
+                   "v": 3}
 
     def compute() -> dict[str, Any]:
         started = time.perf_counter()
