@@ -11,12 +11,14 @@ the Task 2 classifier times P(not done). The agent never sees the intent; the si
 from __future__ import annotations
 
 from collections.abc import Sequence
+from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
+from convohub.promise.build import TINY
 from convohub.promise.records import ACTIONS, N_SQS, SQ_ACTIONS
 from convohub.promise.retrieval import Topic
-from convohub.promise.simulate import LoopSettings, Report, State, agent_turn, apply_action
+from convohub.promise.simulate import Report, State, agent_turn, apply_action
 
 SPACE_NAME = "promise-explorer"
 CHOICES = ACTIONS
@@ -24,9 +26,9 @@ CHOICE_LABELS = {**{a: f"SQ{a[2:]}" for a in SQ_ACTIONS}, "none": "none helps", 
 EXAMPLE_INTENT = ("I want to buy a drone with a camera for less than $100 that is easy for a beginner to fly and "
                   "flies for at least 10 minutes.")
 EXAMPLE_QUESTION = "Which camera drones cost under $100?"
-#: the Space's loop settings: the tiny profile's context budget and answer-first suggestions (what SmolLM2 can
-#: do), the paper's turn and none limits
-SETTINGS = LoopSettings(n_dialogues=1, context_tokens=160, answers="extractive")
+#: the Space's loop settings: the tiny profile's (what SmolLM2 can do: its context budget, answer-first
+#: suggestions, the first question searched with later queries), for one dialogue
+SETTINGS = replace(TINY, n_dialogues=1)
 
 
 def new_state(intent: str, question: str) -> dict[str, Any]:
