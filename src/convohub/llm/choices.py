@@ -21,7 +21,7 @@ import re
 from collections.abc import Sequence
 from typing import Any
 
-from .local import common_prefix
+from .local import common_prefix, prefix_cache
 from .types import ChatBackend, ChatRequest, ChatResponse
 
 _NUMBERS = re.compile(r"\(log-likelihood (.*)\)\s*$")
@@ -53,21 +53,16 @@ def _spellings(option: str, case_variants: bool) -> list[str]:
     return sorted({option, option[:1].upper() + option[1:]}) if case_variants else [option]
 
 
-def prefix_cache(local: Any, prefix: Sequence[int], base: tuple[list[int], Any] | None) -> Any:
-    """The keys and values of ``prefix`` under ``local``'s model, continued from a copy of ``base`` (tokens,
-    cache) when ``prefix`` starts with those tokens."""
-    import copy
-
+def shared_base(local: Any, prompts: Sequence[Sequence[int]], several_batches: bool) -> tuple[list[int], Any] | None:
+    """The token prefix every prompt shares (each keeping its last token) with its keys and values, run once for
+    a call of ``several_batches``; None when the call has one batch or the prefix is too short to pay off."""
     import torch
 
-    start, cache = 0, None
-    if base is not None and len(base[0]) <= len(prefix) and list(prefix[:len(base[0])]) == base[0]:
-        start, cache = len(base[0]), copy.deepcopy(base[1])
-        if start == len(prefix):
-            return cache
-    kwargs = {"cache": cache} if cache is not None else {}
-    return local.model(input_ids=torch.tensor([list(prefix[start:])], device=local.device), use_cache=True,
-                       **kwargs).cache
+    common = common_prefix(prompts, min(len(p) for p in prompts) - 1)
+    if not several_batches or common < MIN_SHARED_PREFIX:
+        return None
+    with torch.inference_mode():
+        return list(prompts[0][:common]), prefix_cache(local, prompts[0][:common], None)
 
 
 def positions_logprobs(local: Any, rows: Sequence[Sequence[int]], wanted: Sequence[Sequence[int]],
@@ -116,11 +111,7 @@ def continuation_logprobs(local: Any, prompts: Sequence[Sequence[int]],
 
     if not prompts:
         return []
-    common = common_prefix(prompts, min(len(p) for p in prompts) - 1)
-    base = None
-    if len(prompts) > 1 and common >= MIN_SHARED_PREFIX:
-        with torch.inference_mode():
-            base = (list(prompts[0][:common]), prefix_cache(local, prompts[0][:common], None))
+    base = shared_base(local, prompts, len(prompts) > 1)
     out = []
     for prompt, options in zip(prompts, continuations, strict=True):
         sums = []
@@ -178,11 +169,7 @@ class ChoiceBackend(ChatBackend):
                      if len(ids) > 1]
         scores = torch.full((len(requests), len(self.options), max(map(len, self._ids))), float("-inf"))
         chunks = _chunks(jobs, self.batch_size)
-        common = common_prefix(prompts, min(len(p) for p in prompts) - 1)  # each keeps its last token
-        base = None
-        if len(chunks) > 1 and common >= MIN_SHARED_PREFIX:
-            with torch.inference_mode():
-                base = (list(prompts[0][:common]), prefix_cache(self.local, prompts[0][:common], None))
+        base = shared_base(self.local, prompts, len(chunks) > 1)
         for chunk in chunks:
             rows = [prompts[r] + (self._ids[o][s] if o is not None else []) for r, o, s in chunk]
             # the logits at position i predict token i + 1: the answer's tokens follow the prompt's last one

@@ -187,7 +187,7 @@ class TransformersBackend(ChatBackend):
         width = max(len(row) for row in ids) - shared
         rows = [row[:shared] + [pad] * (width - len(row) + shared) + row[shared:] for row in ids]
         mask = [[1] * shared + [0] * (width - len(row) + shared) + [1] * (len(row) - shared) for row in ids]
-        cache = self.model(input_ids=torch.tensor([ids[0][:shared]], device=self.device), use_cache=True).cache
+        cache = prefix_cache(self, ids[0][:shared], None)
         cache.batch_repeat_interleave(len(ids))
         return {"input_ids": torch.tensor(rows, device=self.device),
                 "attention_mask": torch.tensor(mask, device=self.device), "cache": cache}
@@ -216,6 +216,23 @@ class TransformersBackend(ChatBackend):
                 ):
                     results[i] = response
         return [r for r in results if r is not None]
+
+
+def prefix_cache(local: Any, prefix: Sequence[int], base: tuple[list[int], Any] | None) -> Any:
+    """The keys and values of ``prefix`` under ``local``'s model, continued from a copy of ``base`` (tokens,
+    cache) when ``prefix`` starts with those tokens."""
+    import copy
+
+    import torch
+
+    start, cache = 0, None
+    if base is not None and len(base[0]) <= len(prefix) and list(prefix[:len(base[0])]) == base[0]:
+        start, cache = len(base[0]), copy.deepcopy(base[1])
+        if start == len(prefix):
+            return cache
+    kwargs = {"cache": cache} if cache is not None else {}
+    return local.model(input_ids=torch.tensor([list(prefix[start:])], device=local.device), use_cache=True,
+                       **kwargs).cache
 
 
 def common_prefix(rows: Sequence[Sequence[int]], limit: int) -> int:
