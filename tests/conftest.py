@@ -3,6 +3,10 @@
 from __future__ import annotations
 
 import os
+import shutil
+from collections.abc import Generator, Iterator
+
+import pytest
 
 for _key, _value in {
     "HF_HUB_OFFLINE": "1",
@@ -21,3 +25,30 @@ for _key, _value in {
 if os.environ.get("PYTEST_XDIST_WORKER"):
     for _key in ("OMP_NUM_THREADS", "MKL_NUM_THREADS"):
         os.environ[_key] = "1"
+
+
+# Disk: a module's temporary folders (its releases, venvs and model copies, several GB in all) are removed when
+# the module ends with every test passed, so the suite's peak is its largest module rather than their sum;
+# pyproject's tmp_path_retention_policy = "failed" does the same for each passing test's tmp_path. Folders of
+# a module with a failure stay for inspection.
+_MODULES_WITH_FAILURES: set[str] = set()
+
+
+@pytest.hookimpl(wrapper=True)
+def pytest_runtest_makereport(
+    item: pytest.Item, call: pytest.CallInfo
+) -> Generator[None, pytest.TestReport, pytest.TestReport]:
+    report = yield
+    if report.failed:
+        _MODULES_WITH_FAILURES.add(item.nodeid.split("::")[0])
+    return report
+
+
+@pytest.fixture(scope="module", autouse=True)
+def _free_module_tmp(request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPathFactory) -> Iterator[None]:
+    base = tmp_path_factory.getbasetemp()
+    before = set(base.iterdir())
+    yield
+    if request.node.nodeid not in _MODULES_WITH_FAILURES:
+        for path in set(base.iterdir()) - before:
+            shutil.rmtree(path, ignore_errors=True)
