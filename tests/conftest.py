@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import os
 import shutil
+from collections import Counter
 from collections.abc import Generator, Iterator
 
 import pytest
@@ -52,3 +53,22 @@ def _free_module_tmp(request: pytest.FixtureRequest, tmp_path_factory: pytest.Te
     if request.node.nodeid not in _MODULES_WITH_FAILURES:
         for path in set(base.iterdir()) - before:
             shutil.rmtree(path, ignore_errors=True)
+
+
+# Order: under ``-n 2 --dist loadfile`` the workers take whole modules in turn. xdist's default order (most
+# tests first) left the few-test modules that build a release to the end, where one worker ran the
+# WildFeedback release for ~10 minutes while the other sat idle; modules marked ``heavy`` now go first, then
+# the rest with the most tests first, so the two workers finish close together.
+def pytest_configure(config: pytest.Config) -> None:
+    if hasattr(config.option, "loadscopereorder"):
+        config.option.loadscopereorder = False
+
+
+def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
+    modules = [item.nodeid.split("::")[0] for item in items]
+    sizes = Counter(modules)
+    first = {module: n for n, module in reversed(list(enumerate(modules)))}
+    heavy = {module for item, module in zip(items, modules, strict=True) if item.get_closest_marker("heavy")}
+    order = sorted(range(len(items)), key=lambda n: (modules[n] not in heavy, -sizes[modules[n]],
+                                                     first[modules[n]], n))
+    items[:] = [items[n] for n in order]

@@ -24,7 +24,7 @@ from convohub.release import run_release
 sys.path.insert(0, str(Path(__file__).parent))
 from test_crychic_training_data import good_sentence, scripted  # noqa: E402
 
-pytestmark = pytest.mark.slow
+pytestmark = [pytest.mark.slow, pytest.mark.heavy]
 NS = "convohub"
 CONVERSATIONS = "6"
 TASKS = ("ifqc", "simplifier", "judge")

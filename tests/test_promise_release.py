@@ -25,7 +25,7 @@ from _replies import Replies  # noqa: E402
 from _spaces import SpaceApp, serve  # noqa: E402
 from test_promise import scripted_reply  # noqa: E402
 
-pytestmark = pytest.mark.slow
+pytestmark = [pytest.mark.slow, pytest.mark.heavy]
 NS = "convohub"
 STEPS = 11  # build, 3 x (train, evaluate, card), space
 

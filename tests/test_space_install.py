@@ -21,7 +21,7 @@ from _spaces import free_port
 from convohub.cli import main
 from convohub.metrics.ndcg import ndcg_at_k
 
-pytestmark = pytest.mark.slow
+pytestmark = [pytest.mark.slow, pytest.mark.heavy]
 
 
 def test_exported_metric_space_installs_and_runs_from_its_folder_alone(tmp_path: Path) -> None:

@@ -13,7 +13,7 @@ import pytest
 from convohub.cli import main
 from convohub.hub import folder_digest, read_card
 
-pytestmark = pytest.mark.slow
+pytestmark = [pytest.mark.slow, pytest.mark.heavy]
 NS = "convohub"
 #: SFT and DPO cut to 2 optimiser steps each (the full tiny recipes take ~9 of this test's 13 minutes).
 SMOKE = ["--max-train-steps", "2"]
