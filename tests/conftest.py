@@ -72,3 +72,23 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
     order = sorted(range(len(items)), key=lambda n: (modules[n] not in heavy, -sizes[modules[n]],
                                                      first[modules[n]], n))
     items[:] = [items[n] for n in order]
+
+
+@pytest.fixture(scope="session", autouse=True)
+def _drop_finished_sessions(tmp_path_factory: pytest.TempPathFactory) -> None:
+    """Remove the folders of earlier pytest sessions that ended (no lock file) when this one starts.
+
+    pytest prunes them only when a session ends, so a machine whose earlier runs kept everything (the default
+    retention keeps three sessions) starts a run with that disk already taken; one worker does it, once."""
+    worker = os.environ.get("PYTEST_XDIST_WORKER")
+    if worker not in (None, "gw0"):
+        return
+    base = tmp_path_factory.getbasetemp()
+    session = base.parent if worker else base
+    number = session.name.removeprefix("pytest-")
+    if not (session.name.startswith("pytest-") and number.isdigit()):
+        return  # a --basetemp given by hand: not a numbered session folder
+    for old in session.parent.glob("pytest-*"):
+        older = old.name.removeprefix("pytest-")
+        if older.isdigit() and int(older) < int(number) and not (old / ".lock").exists():
+            shutil.rmtree(old, ignore_errors=True)
