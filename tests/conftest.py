@@ -65,13 +65,12 @@ def pytest_configure(config: pytest.Config) -> None:
 
 
 def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
-    modules = [item.nodeid.split("::")[0] for item in items]
-    sizes = Counter(modules)
-    first = {module: n for n, module in reversed(list(enumerate(modules)))}
-    heavy = {module for item, module in zip(items, modules, strict=True) if item.get_closest_marker("heavy")}
-    order = sorted(range(len(items)), key=lambda n: (modules[n] not in heavy, -sizes[modules[n]],
-                                                     first[modules[n]], n))
-    items[:] = [items[n] for n in order]
+    def module(item: pytest.Item) -> str:
+        return item.nodeid.split("::")[0]
+
+    sizes = Counter(map(module, items))
+    heavy = {module(item) for item in items if item.get_closest_marker("heavy")}
+    items.sort(key=lambda item: (module(item) not in heavy, -sizes[module(item)], module(item)))  # stable
 
 
 @pytest.fixture(scope="session", autouse=True)
