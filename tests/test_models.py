@@ -16,6 +16,7 @@ import pytest
 from convohub.models import (
     SMOLLM2_ID,
     conversion_card,
+    convert_gguf,
     minilm_path,
     quantisation,
     smollm2_gguf,
@@ -71,6 +72,11 @@ def test_conversion_card_describes_the_file_converted() -> None:
     assert "(converted" in other and "SmolLM2-135M-Instruct (converted" not in other  # the file is still named
     assert "apache" not in other.lower() and "268M parameters" in other
     assert "no chat template" in other and "offline base of every causal LM" not in other
+    with pytest.raises(ValueError, match="pass licence and package"):  # not SmolLM2's by default
+        conversion_card(gguf, params=1, source_id="google/gemma-3-270m")
+    with pytest.raises(ValueError, match="pass package"):
+        convert_gguf(gguf, Path("never-written"), source_id="google/gemma-3-270m", licence="gemma")
+    assert not Path("never-written").exists()  # refused before converting
 
 
 def test_recipe_names_resolve_to_the_shipped_models() -> None:

@@ -154,13 +154,25 @@ def quantisation(gguf_file: str | os.PathLike[str]) -> str:
     return ", ".join(f"{kind} {100 * n / total:.0f}%" for kind, n in sizes.most_common() if 100 * n / total >= 0.5)
 
 
+def _provenance(source_id: str, licence: str | None, package: str | None) -> tuple[str, str]:
+    """The licence and package a card names: SmolLM2's for SmolLM2; any other model must state its own."""
+    if source_id == SMOLLM2_ID:
+        return licence or SMOLLM2_LICENSE, package or SMOLLM2_PIP
+    missing = [arg for arg, value in (("licence", licence), ("package", package)) if not value]
+    if missing:
+        raise ValueError(f"converting {source_id}: pass {' and '.join(missing)} (its Hub licence id and the pip "
+                         "requirement that ships the file), so its card does not carry SmolLM2's")
+    return str(licence), str(package)
+
+
 def conversion_card(gguf_file: str | os.PathLike[str], *, params: int, source_id: str = SMOLLM2_ID,
-                    licence: str = SMOLLM2_LICENSE, package: str = SMOLLM2_PIP, name: str | None = None,
+                    licence: str | None = None, package: str | None = None, name: str | None = None,
                     chat: bool = True) -> str:
     """The README of a folder :func:`convert_gguf` writes: origin, file hash, quantisation, licence, size;
     ``chat`` False (a tokenizer without a chat template) adds that it cannot serve as an LLM step as it is."""
     import transformers
 
+    licence, package = _provenance(source_id, licence, package)
     gguf_file = Path(gguf_file)
     role = SMOLLM2_ROLE if source_id == SMOLLM2_ID else OTHER_ROLE
     if not chat:
@@ -174,13 +186,14 @@ def conversion_card(gguf_file: str | os.PathLike[str], *, params: int, source_id
 
 
 def convert_gguf(gguf_file: str | os.PathLike[str], out_dir: str | os.PathLike[str], *,
-                 source_id: str = SMOLLM2_ID, licence: str = SMOLLM2_LICENSE, package: str = SMOLLM2_PIP,
+                 source_id: str = SMOLLM2_ID, licence: str | None = None, package: str | None = None,
                  name: str | None = None) -> Path:
     """Convert a GGUF causal LM into a saveable transformers folder at ``out_dir``.
 
     ``source_id`` (the Hub id of the original checkpoint), ``licence`` (its Hub licence id) and ``package``
-    (the pip requirement that ships the file) go on the folder's card; the defaults describe SmolLM2, so a
-    different file needs all three. ``name`` titles the card (default: the last part of ``source_id``).
+    (the pip requirement that ships the file) go on the folder's card. For SmolLM2 the last two default to
+    its own; any other ``source_id`` without both raises ``ValueError`` before converting anything. ``name``
+    titles the card (default: the last part of ``source_id``).
 
     The folder holds ``model.safetensors`` (float32), the tokenizer (with the file's chat template, where it
     has one), the generation config, and a README naming the source file, its hash and the licence.
@@ -188,6 +201,7 @@ def convert_gguf(gguf_file: str | os.PathLike[str], out_dir: str | os.PathLike[s
     import torch
     from transformers import AutoModelForCausalLM, AutoTokenizer
 
+    _provenance(source_id, licence, package)
     gguf_file = Path(gguf_file)
     out = Path(out_dir)
     out.mkdir(parents=True, exist_ok=True)
