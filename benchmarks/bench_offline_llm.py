@@ -31,6 +31,7 @@ import tempfile
 import time
 from collections.abc import Sequence
 from pathlib import Path
+from types import SimpleNamespace
 from typing import Any
 
 from convohub.models import convert_gguf, smollm2_path
@@ -49,19 +50,16 @@ def _rows(name: str) -> list[dict[str, Any]]:
     return [json.loads(line) for line in (DATA / name).read_text(encoding="utf-8").splitlines() if line.strip()]
 
 
-def _option_logprobs(tokenizer: Any, model: Any, prompt: str, options: Sequence[str]) -> list[float]:
-    """Summed log-probability of each option's tokens right after ``prompt``."""
-    import torch
+def _accuracy(local: Any, shots: str, items: Sequence[tuple[str, bool]], options: tuple[str, str]) -> float:
+    """Share of ``(text, is_second_option)`` items whose likelier option (after ``shots`` and the text) is right,
+    read with the project's closed-answer scorer (:func:`convohub.llm.choices.continuation_logprobs`)."""
+    from convohub.llm.choices import continuation_logprobs
 
-    ids = tokenizer(prompt, add_special_tokens=True)["input_ids"]
-    out = []
-    for option in options:
-        option_ids = tokenizer(option, add_special_tokens=False)["input_ids"]
-        with torch.inference_mode():
-            logits = model(torch.tensor([ids + option_ids])).logits[0, len(ids) - 1:-1]
-        logp = logits.float().log_softmax(-1)
-        out.append(float(logp.gather(1, torch.tensor(option_ids)[:, None]).sum()))
-    return out
+    tok = local.tokenizer
+    prompts = [tok(shots + text, add_special_tokens=True)["input_ids"] for text, _ in items]
+    option_ids = [tok(option, add_special_tokens=False)["input_ids"] for option in options]
+    scores = continuation_logprobs(local, prompts, [option_ids] * len(prompts))
+    return sum((second > first) == truth for (first, second), (_, truth) in zip(scores, items, strict=True)) / len(items)
 
 
 def measure(folder: str | Path, repeats: int = 3) -> dict[str, Any]:
@@ -69,37 +67,31 @@ def measure(folder: str | Path, repeats: int = 3) -> dict[str, Any]:
     import torch
     from transformers import AutoModelForCausalLM, AutoTokenizer
 
+    from convohub.training.perplexity import perplexity
+
     torch.manual_seed(0)
     tokenizer = AutoTokenizer.from_pretrained(folder)
-    model = AutoModelForCausalLM.from_pretrained(folder, dtype=torch.float32).eval()
-    moderation, ifqc = _rows("moderation_gold.jsonl"), _rows("crychic_ifqc_gold.jsonl")
-
-    nll, n_bytes = 0.0, 0
-    for text in [r["response"] for r in moderation] + [r["text"] for r in ifqc]:
-        ids = tokenizer(text, add_special_tokens=True)["input_ids"]
-        if tokenizer.bos_token_id is not None and ids[0] != tokenizer.bos_token_id:
-            ids = [tokenizer.bos_token_id, *ids]  # every text is scored from the same start for both models
-        with torch.inference_mode():
-            loss = model(torch.tensor([ids]), labels=torch.tensor([ids])).loss.item()
-        nll += loss * (len(ids) - 1)
-        n_bytes += len(text.encode())
-
-    right = 0
-    for row in moderation:
-        safe, unsafe = _option_logprobs(tokenizer, model, f"{MODERATION_SHOTS}Text: {row['response']}\nLabel:",
-                                        [" safe", " unsafe"])
-        right += (unsafe > safe) == bool(row["unsafe"])
-    moderation_accuracy = right / len(moderation)
-    right = 0
-    for row in ifqc:
-        implicit, explicit = _option_logprobs(tokenizer, model, f"{IFQC_SHOTS}Request: {row['text']}\nType:",
-                                              [" implicit", " explicit"])
-        right += (implicit > explicit) == (row["label"] == "implicit")
-    ifqc_accuracy = right / len(ifqc)
-
-    tokenizer.padding_side = "left"
     if tokenizer.pad_token is None:
         tokenizer.pad_token = tokenizer.eos_token
+    model = AutoModelForCausalLM.from_pretrained(folder, dtype=torch.float32).eval()
+    local = SimpleNamespace(model=model, tokenizer=tokenizer, device=model.device)
+    moderation, ifqc = _rows("moderation_gold.jsonl"), _rows("crychic_ifqc_gold.jsonl")
+
+    # each text after the model's start token, so its first token is predicted too and every byte is paid for
+    texts = [r["response"] for r in moderation] + [r["text"] for r in ifqc]
+    starts = [(tokenizer.bos_token or "") + text for text in texts]
+    tokens = sum(len(tokenizer(t, add_special_tokens=False)["input_ids"]) - 1 for t in starts)
+    nll = math.log(perplexity(model, tokenizer, starts)) * tokens
+    bits_per_byte = nll / sum(len(text.encode()) for text in texts) / math.log(2)
+
+    moderation_accuracy = _accuracy(local, MODERATION_SHOTS,
+                                    [(f"Text: {r['response']}\nLabel:", bool(r["unsafe"])) for r in moderation],
+                                    (" safe", " unsafe"))
+    ifqc_accuracy = _accuracy(local, IFQC_SHOTS,
+                              [(f"Request: {r['text']}\nType:", r["label"] == "explicit") for r in ifqc],
+                              (" implicit", " explicit"))
+
+    tokenizer.padding_side = "left"
     batch = tokenizer([r["response"] for r in moderation[:8]], return_tensors="pt", padding=True)
     runs = []
     for _ in range(repeats):  # the best run counts: the first warms caches up, and the machine is shared
@@ -111,7 +103,7 @@ def measure(folder: str | Path, repeats: int = 3) -> dict[str, Any]:
     speed = 8 * 32 / min(runs)
     return {"parameters_M": round(model.num_parameters() / 1e6, 1),
             "chat_template": bool(getattr(tokenizer, "chat_template", None)),
-            "bits_per_byte": round(nll / n_bytes / math.log(2), 4),
+            "bits_per_byte": round(bits_per_byte, 4),
             "moderation_accuracy": round(moderation_accuracy, 4), "ifqc_accuracy": round(ifqc_accuracy, 4),
             "tokens_per_second": round(speed, 1)}
 
