@@ -1,5 +1,6 @@
 """Held-out perplexity (convohub.training.perplexity): the same number whichever side the tokenizer pads, and
-the same as scoring each text alone, so a generation backend's left-padding tokenizer can measure it."""
+the same as scoring each text alone, so a generation backend's left-padding tokenizer can measure it. A random
+tiny model hardly depends on positions, so the real SmolLM2 is checked as well."""
 
 from __future__ import annotations
 
@@ -33,3 +34,20 @@ def test_padding_side_and_batching_do_not_change_perplexity(tiny: tuple) -> None
     assert math.isfinite(scores["left"]) and scores["left"] > 1
     assert scores["left"] == pytest.approx(scores["right"], rel=2e-3)  # float noise of masked attention only
     assert min(alone) <= scores["left"] <= max(alone)  # a token-weighted mean of the two
+
+
+def test_a_left_padding_tokenizer_scores_like_each_text_alone_on_smollm2() -> None:
+    from transformers import AutoModelForCausalLM, AutoTokenizer
+
+    from convohub.models import smollm2_path
+    from convohub.training.perplexity import perplexity
+
+    model = AutoModelForCausalLM.from_pretrained(smollm2_path())
+    tokenizer = AutoTokenizer.from_pretrained(smollm2_path())
+    texts = ["Paris is the capital of France.", "You can reverse a list in Python with my_list[::-1] or, in place, "
+             "with my_list.reverse(), which changes the list itself and returns None."]
+    alone = [perplexity(model, tokenizer, [t], batch_size=1) for t in texts]
+    tokenizer.padding_side = "left"  # as the local LLM backend's tokenizer
+    batched = perplexity(model, tokenizer, texts, batch_size=2)
+    assert min(alone) <= batched <= max(alone)  # a token-weighted mean of the two, not inflated by the padding
+    assert tokenizer.padding_side == "left"  # the caller's tokenizer is left as it was
