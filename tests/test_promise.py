@@ -430,3 +430,78 @@ def test_bm25_drops_question_words_from_queries() -> None:
     assert english_query_tokens(["How do I charge my electric car at home?"]) == [["charge", "electric", "car", "home"]]
     [hits] = BM25Retriever().search(["How do I plan a birthday party for 10 kids?"], 4)
     assert [p.topic for p in hits] == ["birthday"] * 4
+
+
+def test_reranking_puts_the_query_s_topic_first_within_bm25_s_candidates() -> None:
+    """A later search text of a tiny release: BM25 alone ranks passages of other topics among its eight
+    snippets (they share "long", "take", "budget"); the MiniLM re-ranking keeps BM25's candidates and puts
+    the drone passages first."""
+    from convohub.promise.retrieval import RerankedRetriever, offline_retriever
+
+    query = "How long does it take for a budget drone to take a shot? How do I pick a budget drone with a camera?"
+    bm25 = BM25Retriever()
+    [bare] = bm25.search([query], 8)
+    [candidates] = bm25.search([query], 32)
+    reranked = offline_retriever()
+    assert isinstance(reranked, RerankedRetriever)
+    [hits] = reranked.search([query], 8)
+    assert len(hits) == 8 and {p.id for p in hits} <= {p.id for p in candidates}
+    assert sum(p.topic != "drone" for p in bare) >= 1
+    assert [p.topic for p in hits] == ["drone"] * 8
+    assert reranked.name == ("bm25s:convohub-promise-passages-v2+rerank:sentence-transformers/all-MiniLM-L6-v2"
+                             "@32,cos>=0.25")
+    [exact] = RerankedRetriever(bm25, min_cosine=0.99).search([hits[0].text], 8)
+    assert [p.id for p in exact] == [hits[0].id]  # the floor drops every candidate but the passage itself
+    [unfloored] = RerankedRetriever(bm25).search(["budget drone hotel prices"], 32)
+    [floored] = reranked.search(["budget drone hotel prices"], 32)
+    assert set(floored) < set(unfloored) and unfloored[: len(floored)] == floored
+    assert reranked.fingerprint == bm25.fingerprint
+    assert reranked.search([], 4) == [] and reranked.search(["zzzqqq"], 4) == [[]]
+    assert offline_retriever(rerank=None).name == bm25.name
+    with pytest.raises(ValueError, match="k must be positive"):
+        reranked.search([query], 0)
+
+
+def test_off_topic_suggestions_counts_passages_of_another_topic() -> None:
+    from convohub.promise.retrieval import off_topic_suggestions
+
+    collection = default_collection()
+    drone = [p.text for p in collection.passages if p.topic == "drone"][:2]
+    eggs = next(p.text for p in collection.passages if p.topic == "eggs")
+    topic = next(t.topic for t in collection.topics if t.id == "drone")
+    turn = {"web_snippets": [*drone, eggs, "a passage the collection does not hold"],
+            "suggested_qas": [{"snippet_index": i} for i in (0, 1, 2, 3)]}
+    assert off_topic_suggestions([{"topic": topic, "turns": [turn]}], collection) == (1, 3)
+    assert off_topic_suggestions([{"topic": "not a topic", "turns": [turn]}], collection) == (0, 0)
+
+
+class _SameResultsRetriever:
+    """Every query gets the same ranking: one topic's passages, best first (a search by meaning over a small
+    collection comes close to this)."""
+
+    def __init__(self, topic: str) -> None:
+        self.collection = default_collection()
+        self.passages = [p for p in self.collection.passages if p.topic == topic]
+        self.name = "fixed:" + topic
+
+    def search(self, queries: Sequence[str], k: int) -> list[list[Passage]]:
+        return [self.passages[:k] for _ in queries]
+
+
+@pytest.mark.parametrize("unused_first", [False, True])
+def test_unused_snippets_first_moves_passages_already_asked_about_to_the_end(unused_first: bool) -> None:
+    user = ScriptedUser({"drone": ["sq1", "sq2", "done"]})
+    settings = LoopSettings(n_dialogues=1, context_tokens=160, unused_snippets_first=unused_first)
+    [dialogue], _ = generate(Recording(), _SameResultsRetriever("drone"), user, TOPICS[:1], settings)
+    grounded = [{t["web_snippets"][qa["snippet_index"]] for qa in t["suggested_qas"]} for t in dialogue["turns"]]
+    first, second = grounded[0], grounded[1]
+    assert len(dialogue["turns"]) == 3 and all(len(g) == 4 for g in grounded)
+    assert all(len(t["web_snippets"]) == settings.snippets for t in dialogue["turns"])
+    top = [p.text for p in _SameResultsRetriever("drone").passages[:settings.snippets]]
+    if unused_first:  # the same eight passages, those asked about placed last: the second turn's are fresh
+        assert not first & second
+        assert set(dialogue["turns"][1]["web_snippets"]) == set(top) and dialogue["turns"][1]["web_snippets"][:4] == \
+            [t for t in top if t not in first]
+    else:  # the same eight passages every turn, so suggestions come back to passages asked about before
+        assert all(list(t["web_snippets"]) == top for t in dialogue["turns"])
+        assert first & second or (first | second) & grounded[2]

@@ -61,6 +61,7 @@ def test_dataset_loads_like_users_load_it(release_root: Path, tmp_path: Path) ->
     rows = [d for split in dialogues.values() for d in split]
     agent = "scripted:scripted-agent (questions for snippet sentences)"  # the tiny profile's answer-first mode
     assert rows and all(d["agent_llm"] == agent and d["retrieval_backend"].startswith("bm25s:")
+                        and "+rerank:sentence-transformers/all-MiniLM-L6-v2" in d["retrieval_backend"]
                         and d["user_simulator"] == "rules:intent-coverage-v2" for d in rows)
     assert all(d["topic"].split()[0].lower() in d["initial_question"].lower() for d in rows)
     task1 = datasets.load_dataset(str(folder), "task1_intent_satisfaction", split="test", cache_dir=cache)
@@ -74,6 +75,7 @@ def test_dataset_loads_like_users_load_it(release_root: Path, tmp_path: Path) ->
     assert f"| turns | {sum(d['num_turns'] for d in dialogues['validation'])} | " in body and f"| {total_turns} |" in body
     assert "rules:intent-coverage-v2" in body and "llm:scripted-agent" in body  # the user and how it was chosen
     assert "| all turns (pooled) |" in body and "BERTScore" in body
+    assert "re-ordered by the cosine" in body and "Suggestions written from a passage of another topic" in body
 
 
 @pytest.mark.parametrize("task", ["task1", "task2"])

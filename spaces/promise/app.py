@@ -46,11 +46,11 @@ COLLECTION = configured_collection()
 def _agent() -> tuple[Any, Any]:
     """The agent LLM (answers cached on disk: a repeated question is answered at once) and the retriever."""
     from convohub.llm import make_backend
-    from convohub.promise.retrieval import BM25Retriever
+    from convohub.promise.retrieval import offline_retriever
 
     cache = Path(tempfile.gettempdir()) / "convohub-promise-space-cache"
     return (make_backend(AGENT, cache_dir=cache, **({"batch_size": 4} if AGENT == "smollm2" else {})),
-            BM25Retriever(COLLECTION))
+            offline_retriever(COLLECTION))
 
 
 @lru_cache(maxsize=1)

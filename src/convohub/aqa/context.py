@@ -82,7 +82,7 @@ class _Rows:
 
 
 def _embed(texts: Sequence[str]) -> np.ndarray:
-    from convohub.wildfeedback.split import embed
+    from convohub.embeddings import embed
 
     return embed(list(texts))
 

@@ -17,7 +17,7 @@ class Memo:
 
     def __init__(self, inner: Callable[[Sequence[str]], np.ndarray] | None = None) -> None:
         if inner is None:
-            from convohub.wildfeedback.split import embed as inner
+            from convohub.embeddings import embed as inner
         self.inner = inner
         self.cache: dict[str, np.ndarray] = {}
 

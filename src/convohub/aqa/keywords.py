@@ -211,7 +211,7 @@ def minilm_groups(items: Sequence[tuple[str, Mapping[str, str], Sequence[str]]],
                   embed: Any = None) -> dict[tuple[str, str], tuple[str, str]]:
     """The MiniLM stand-in of :func:`llm_groups` over ``(user, keyword, user texts)`` items (module doc)."""
     if embed is None:
-        from convohub.wildfeedback.split import embed
+        from convohub.embeddings import embed
     out: dict[tuple[str, str], tuple[str, str]] = {}
     works = [(user, kw, texts) for user, kw, texts in items if kw["keyword_type"] in ("artwork", "product_brands")]
     for user, kw, texts in items:

@@ -111,7 +111,7 @@ def bm25_rankings(questions: Sequence[Question], seed: int = 0) -> list[Answer]:
 
 def cosine_rankings(questions: Sequence[Question], seed: int = 0) -> list[Answer]:
     """Options ranked by the cosine of their MiniLM embedding to the question's."""
-    from convohub.wildfeedback.split import embed
+    from convohub.embeddings import embed
 
     texts = list(dict.fromkeys([t for q in questions for t in (q.question, *q.options)]))
     vectors = dict(zip(texts, embed(texts), strict=True))

@@ -195,7 +195,7 @@ class RetrievalIndex:
             seen.add(doc.doc_id)
         if embeddings is None:
             if embed is None:
-                from convohub.wildfeedback.split import embed as minilm_embed
+                from convohub.embeddings import embed as minilm_embed
                 embed = minilm_embed
             embeddings = embed([d.text for d in documents]) if documents else np.zeros((0, 384), np.float32)
         index = cls([d.doc_id for d in documents], [d.conversation_hash for d in documents],
@@ -315,7 +315,7 @@ class RetrievalIndex:
         per_query = min(k, max(1, (k // len(queries)) * 2))
         if method == "dense":
             if not isinstance(queries, np.ndarray):
-                from convohub.wildfeedback.split import embed
+                from convohub.embeddings import embed
                 queries = embed([str(q) for q in queries])
             runs = self.dense_search(queries, per_query, filters, backend)
         elif method == "bm25":

@@ -14,10 +14,11 @@ from __future__ import annotations
 
 import re
 from collections.abc import Sequence
-from functools import lru_cache
 from typing import Any
 
 import numpy as np
+
+from convohub.embeddings import embed
 
 
 def is_test_user(user_id: str) -> bool:
@@ -29,23 +30,6 @@ def is_test_user(user_id: str) -> bool:
 def item_text(row: dict[str, Any]) -> str:
     """What is embedded for clustering: the user's query and the summarised preferences."""
     return row["prompt"][-1]["content"] + "\n" + "\n".join(row["preferences"])
-
-
-@lru_cache(maxsize=2)
-def _encoder(path: str) -> Any:
-    """One loaded sentence encoder per model folder (the test split and the agreement measurements embed
-    several times in one process)."""
-    from sentence_transformers import SentenceTransformer
-
-    return SentenceTransformer(path, device="cpu")
-
-
-def embed(texts: Sequence[str], model: str = "minilm") -> np.ndarray:
-    """Normalised sentence embeddings (float32), the input FAISS wants."""
-    from convohub.training.models import resolve_model
-
-    vectors = _encoder(resolve_model(model)).encode(list(texts), batch_size=64, normalize_embeddings=True, show_progress_bar=False)
-    return np.ascontiguousarray(vectors, dtype="float32")
 
 
 def typical_items(vectors: np.ndarray, n_clusters: int, per_cluster: int, seed: int = 0) -> list[int]:

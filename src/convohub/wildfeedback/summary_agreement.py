@@ -57,11 +57,11 @@ from importlib import resources
 from pathlib import Path
 from typing import Any
 
+from convohub.embeddings import embed as embed_sentences
 from convohub.llm import ChatBackend
 from convohub.wildfeedback.identify import group_turns
 from convohub.wildfeedback.labels import FeedbackResult, LabelError, TurnLabel
 from convohub.wildfeedback.preferences import PROMPT_STYLES, summarise_many, summariser_name
-from convohub.wildfeedback.split import embed as embed_sentences
 
 __all__ = ["CHOICE_RULE", "GOLD_FILE", "GoldSummary", "SummaryGoldError", "load_summary_gold", "offline_summariser",
            "parse_summary_gold", "score_summaries", "summary_agreement", "summary_choice_line",
