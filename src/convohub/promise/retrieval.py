@@ -180,8 +180,9 @@ class RerankedRetriever:
 
     For each query the first stage returns up to ``candidates`` passages (at least ``k``); they are sorted by
     the cosine of their embedding to the query's, ties kept in the first stage's order, those under
-    ``min_cosine`` (when given) are dropped, and the first ``k`` are returned. The candidate set is the first stage's, so a passage sharing no term with the query is still
-    left out. Passage embeddings are computed once per passage id, as queries reach them.
+    ``min_cosine`` (when given) are dropped, and the first ``k`` are returned. The candidates are the first
+    stage's, so a passage sharing no term with the query is still left out. Passage embeddings are computed
+    once per passage id, as queries reach them.
     """
 
     def __init__(self, first: SnippetRetriever, encoder: str = "minilm", candidates: int = 32,
