@@ -82,14 +82,22 @@ SAYS = {
                                     "*after* is the saved model loaded with `from_pretrained(..., trust_remote_code"],
     ("promise_task1_encoder", "tiny", ""): ["| macro_f1 | 30.00 | 30.00 | 55.00 |", "4-fold cross-validation on the "
                                             "validation split", "macro-F1 41.00", "class weighting `balanced`",
-                                            "above the majority baseline's (30.00)"],
+                                            "above the majority baseline's (30.00). It is also above its base, the "
+                                            "same encoder with the head untrained (macro-F1 30.00)."],
     ("promise_task2_encoder", "paper", ""): ["**On test this model does not beat the majority baseline:** macro-F1 "
-                                             "20.00 against 30.00", "Base model: `google-bert/bert-base-uncased`"],
+                                             "20.00 against 30.00", "Base model: `google-bert/bert-base-uncased`",
+                                             "**It does not beat its base**, the same encoder with the head untrained "
+                                             "(macro-F1 30.00)"],
     ("promise_lora_simulator", "tiny", ""): ["**Scoring rule.**", "| zero-shot smollm2 | 56.00 | 46.00 |",
                                              "Task 1: macro-F1 50.00, above", "**Task 2: this model does not beat",
+                                             "Above its base, `HuggingFaceTB/SmolLM2-135M-Instruct` zero-shot (46.00).",
+                                             "**It does not beat its base**, `HuggingFaceTB/SmolLM2-135M-Instruct` "
+                                             "zero-shot (7.00).",
                                              "| LoRA | 1 | 3 | 0 | 14 |"],
     ("promise_lora_simulator", "paper", ""): ["`huggyllama/llama-7b` fine-tuned with LoRA (rank 64, alpha 16",
-                                              "Task 2: macro-F1 20.00, above"],
+                                              "Task 2: macro-F1 20.00, above", "Above its base, `huggyllama/llama-7b` "
+                                              "zero-shot (7.00).", "**It does not beat its base**, `huggyllama/llama-7b` "
+                                              "zero-shot (46.00)."],
     ("wildfeedback_dpo", "paper", ""): ["vs the base model without the checklist: nothing judged",
                                         "lexical (word overlap): 20/64", " (selected with --variant)"],
 }

@@ -96,8 +96,10 @@ def _rows(before: Mapping[str, float], after: Mapping[str, float], majority: Map
         f"{100 * after['invalid_rate']:.1f}% |"
 
 
-def _beats(after: Mapping[str, float], majority: Mapping[str, float]) -> bool:
-    return after["macro_f1"] > majority["macro_f1"]
+def _beats(after: Mapping[str, float], other: Mapping[str, float]) -> bool:
+    """Whether ``after`` has the higher macro-F1 (the paper's primary number) than ``other``, a baseline or the
+    untrained base."""
+    return after["macro_f1"] > other["macro_f1"]
 
 
 def _base(card: CardInput) -> str:
@@ -137,7 +139,9 @@ def encoder_card(card: CardInput) -> CardValues:
         "cv": block(cv is not None, "cv"), "cv_macro": f"{100 * cv['macro_f1']:.2f}" if cv else "",
         "cv_micro": f"{100 * cv['micro_f1']:.2f}" if cv else "",
         "verdict": block(_beats(after, majority), "beats_majority", "below_majority"),
+        "verdict_base": block(_beats(after, before), "beats_base", "below_base"),
         "after_macro": f"{100 * after['macro_f1']:.2f}", "majority_macro": f"{100 * majority['macro_f1']:.2f}",
+        "before_macro": f"{100 * before['macro_f1']:.2f}",
         "steps": block(steps > 0, "smoke_steps"), "max_steps": steps,
     }
     return info, values
@@ -173,8 +177,11 @@ def generator_card(card: CardInput) -> CardValues:
                                          for name, key in (("base, zero-shot", "before"), ("LoRA", "after"))]),
         "verdict_task1": block(_beats(after["task1"], majority["task1"]), "beats_task1", "below_task1"),
         "verdict_task2": block(_beats(after["task2"], majority["task2"]), "beats_task2", "below_task2"),
+        "verdict_base_task1": block(_beats(after["task1"], before["task1"]), "beats_base_task1", "below_base_task1"),
+        "verdict_base_task2": block(_beats(after["task2"], before["task2"]), "beats_base_task2", "below_base_task2"),
         "t1_after": f"{100 * after['task1']['macro_f1']:.2f}", "t1_majority": f"{100 * majority['task1']['macro_f1']:.2f}",
         "t2_after": f"{100 * after['task2']['macro_f1']:.2f}", "t2_majority": f"{100 * majority['task2']['macro_f1']:.2f}",
+        "t1_before": f"{100 * before['task1']['macro_f1']:.2f}", "t2_before": f"{100 * before['task2']['macro_f1']:.2f}",
         "table": block("table" in r, "table"),
         "table4": score_table(r["table"]) if "table" in r else "",
     }
