@@ -96,8 +96,8 @@ def pick(choice: str, data: str | None) -> tuple[str, Any, list[list[str]], str,
 with gr.Blocks(title="ProMISe explorer") as demo:
     gr.Markdown("# ProMISe explorer\nYou play the user of a *proactive multi-turn information-seeking dialogue*: "
                 "state what you want to find out and a short first question. At each turn the agent (which never "
-                f"sees your intent; `{AGENT}` with BM25 over the {len(COLLECTION)}-passage collection "
-                f"`{COLLECTION.name}`) suggests four "
+                f"sees your intent; `{AGENT}` with BM25, re-ranked by MiniLM, over the {len(COLLECTION)}-passage "
+                f"collection `{COLLECTION.name}`) suggests four "
                 "questions, each asked for the snippet sentence closest to your query (its answer). Pick one, say "
                 "none helps, or say your intent is satisfied; the trained user simulator's prediction for the same "
                 "turn is shown beside your choice. "

@@ -1,7 +1,7 @@
 """The ProMISe Space's logic (``spaces/promise/app.py`` is a thin Gradio layer over it) and its export.
 
-The visitor plays the user: states an intent and a first question; the agent (an LLM, with BM25 over convohub's
-passage collection, exactly the simulation loop's :func:`convohub.promise.simulate.agent_turn`) offers four
+The visitor plays the user: states an intent and a first question; the agent (an LLM, with BM25 re-ranked by MiniLM over
+convohub's passage collection, exactly the simulation loop's :func:`convohub.promise.simulate.agent_turn`) offers four
 suggested questions with answers and their snippets; the visitor picks one, says none helps, or says the intent
 is satisfied. Beside the visitor's choice the trained simulator's prediction for the same turn is shown, with
 its probability for each of the six choices: P(done) from the Task 1 classifier, and P(SQk) and P(none) from
