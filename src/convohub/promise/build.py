@@ -79,9 +79,12 @@ def _generation_text(settings: LoopSettings, report: dict[str, Any], choice: dic
              f"suggestion and {settings.setup_attempts} per intent and first question, seed {settings.seed}; "
              f"{answers}."]
     if isinstance(retriever, RerankedRetriever):
-        lines += ["", f"Search: BM25's first {retriever.candidates} passages for the search text, re-ordered by the cosine "
-                  f"of their `{encoder_name(retriever.encoder)}` embeddings to it (`RerankedRetriever`): in a small "
-                  "collection BM25 alone ranks high the passages of other topics that share a word with the query."]
+        floor = (f", those under a cosine of {retriever.min_cosine:g} dropped" if retriever.min_cosine is not None
+                 else "")
+        lines += ["", f"Search: the first {retriever.candidates} passages of `{retriever.first.name}` for the search "
+                  f"text, re-ordered by the cosine of their `{encoder_name(retriever.encoder)}` embeddings to it{floor} "
+                  "(`RerankedRetriever`): in a small collection BM25 alone ranks high the passages of other topics "
+                  "that share a word with the query."]
     off, total = off_topic_suggestions(dialogues, retriever.collection)
     if total:
         lines += ["", f"Suggestions written from a passage of another topic than their dialogue's: {off} of {total} "
