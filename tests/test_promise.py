@@ -221,7 +221,7 @@ def test_loop_rules_stop_concatenate_and_rebalance(answers: str) -> None:
     # every record names the agent LLM, the retrieval backend and the user
     agent = "scripted:scripted-agent" + ("" if answers == "llm" else " (questions for snippet sentences)")
     assert {(d["agent_llm"], d["retrieval_backend"], d["user_simulator"]) for d in dialogues} == \
-        {(agent, "bm25s:convohub-promise-passages-v2", "scripted-user")}
+        {(agent, "bm25s:convohub-promise-passages-v3", "scripted-user")}
     for turn in (t for d in dialogues for t in d["turns"]):  # every answer is grounded in its snippet
         for qa in turn["suggested_qas"]:
             snippet = turn["web_snippets"][qa["snippet_index"]]
@@ -288,7 +288,7 @@ def test_coverage_user_rules():
 
 def test_passage_collection_is_named_and_retrievable():
     collection = default_collection()
-    assert collection.name == "convohub-promise-passages-v2" and len(collection) == 192 and len(collection.topics) == 16
+    assert collection.name == "convohub-promise-passages-v3" and len(collection) == 384 and len(collection.topics) == 16
     assert "hand" in collection.provenance
     [hits] = BM25Retriever(collection).search(["how long to boil an egg for a runny yolk"], 3)
     assert hits and all(isinstance(p, Passage) and p.topic == "eggs" for p in hits)
@@ -433,12 +433,12 @@ def test_bm25_drops_question_words_from_queries() -> None:
 
 
 def test_reranking_puts_the_query_s_topic_first_within_bm25_s_candidates() -> None:
-    """A later search text of a tiny release: BM25 alone ranks passages of other topics among its eight
-    snippets (they share "long", "take", "budget"); the MiniLM re-ranking keeps BM25's candidates and puts
-    the drone passages first."""
+    """A later question of a tiny release, searched bare: BM25 alone ranks passages of other topics among
+    its eight snippets (they share "long" and "take"); the MiniLM re-ranking keeps BM25's candidates and
+    puts the drone passages first."""
     from convohub.promise.retrieval import RerankedRetriever, offline_retriever
 
-    query = "How long does it take for a budget drone to take a shot? How do I pick a budget drone with a camera?"
+    query = "How long does it take for a budget drone to take a shot?"
     bm25 = BM25Retriever()
     [bare] = bm25.search([query], 8)
     [candidates] = bm25.search([query], 32)
@@ -448,7 +448,7 @@ def test_reranking_puts_the_query_s_topic_first_within_bm25_s_candidates() -> No
     assert len(hits) == 8 and {p.id for p in hits} <= {p.id for p in candidates}
     assert sum(p.topic != "drone" for p in bare) >= 1
     assert [p.topic for p in hits] == ["drone"] * 8
-    assert reranked.name == ("bm25s:convohub-promise-passages-v2+rerank:sentence-transformers/all-MiniLM-L6-v2"
+    assert reranked.name == ("bm25s:convohub-promise-passages-v3+rerank:sentence-transformers/all-MiniLM-L6-v2"
                              "@32,cos>=0.25")
     [exact] = RerankedRetriever(bm25, min_cosine=0.99).search([hits[0].text], 8)
     assert [p.id for p in exact] == [hits[0].id]  # the floor drops every candidate but the passage itself

@@ -5,14 +5,14 @@ and no machine here reaches the web, so the loop talks to a :class:`SnippetRetri
 ``name`` (recorded in every dialogue) and ``search(queries, k)``. Offline it is :class:`BM25Retriever` (bm25s)
 re-ranked by :class:`RerankedRetriever` (:func:`offline_retriever`) over a :class:`PassageCollection` that
 convohub ships and names: ``src/convohub/data/promise_passages.json``,
-192 passages on 16 topics (12 each) written by hand for convohub (its ``provenance`` field and the dataset
+384 passages on 16 topics (24 each) written by hand for convohub (its ``provenance`` field and the dataset
 card say so). A web search API, a vector store or another collection (``PassageCollection.read`` of a JSON
 file of the same shape, or JSON Lines of ``{"id", "text", "topic"}``) plugs in behind the same interface: in
 Python, pass any :class:`SnippetRetriever` to :func:`convohub.promise.simulate.generate`; from the command
 line, ``CONVOHUB_PROMISE_PASSAGES=FILE`` makes ``convohub datasets build promise``, the release and the Space
 search that collection instead (:func:`configured_collection`; its topics seed the dialogues).
 
-Why re-rank: a web index has thousands of pages on a query's subject, the collection twelve per topic, so
+Why re-rank: a web index has thousands of pages on a query's subject, the collection 24 per topic, so
 BM25's later hits are often another topic's passage that shares a word such as "long" or "plan" ("How long
 does it take for a budget drone to take a shot?" finds a hotel's prices). The agent writes a suggestion from
 each snippet, so such a passage becomes an off-topic suggestion. Re-ordering BM25's first 32 candidates by

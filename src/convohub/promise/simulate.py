@@ -70,7 +70,7 @@ class LoopSettings:
     answers: str = "llm"
     #: search the query together with the dialogue's first question (when the query does not hold it already),
     #: as a search engine keeps a session's subject; the recorded ``retrieval_query`` stays the paper's. False is
-    #: the paper (a web index answers a bare follow-up question on topic); the tiny profile's collection has twelve
+    #: the paper (a web index answers a bare follow-up question on topic); the tiny profile's collection has 24
     #: passages per topic, and a bare question such as "How long does a new cat hide?" also matches passages
     #: of other topics that share "long" or "new"
     search_with_first_question: bool = False
