@@ -30,8 +30,8 @@ import sys
 import tempfile
 import time
 from collections.abc import Sequence
+from dataclasses import dataclass
 from pathlib import Path
-from types import SimpleNamespace
 from typing import Any
 
 from convohub.models import convert_gguf, smollm2_path
@@ -46,11 +46,22 @@ IFQC_SHOTS = ("A follow-up is implicit when it only makes sense with the previou
               "Request: Write a haiku about autumn leaves.\nType: explicit\n\n")
 
 
+@dataclass(frozen=True)
+class LoadedModel:
+    """What the project's closed-answer scorer reads of a backend (model, tokenizer, device). The candidate
+    may be a base checkpoint without a chat template, which :class:`convohub.llm.local.TransformersBackend`
+    refuses, so the bench holds the loaded model itself."""
+
+    model: Any
+    tokenizer: Any
+    device: Any
+
+
 def _rows(name: str) -> list[dict[str, Any]]:
     return [json.loads(line) for line in (DATA / name).read_text(encoding="utf-8").splitlines() if line.strip()]
 
 
-def _accuracy(local: Any, shots: str, items: Sequence[tuple[str, bool]], options: tuple[str, str]) -> float:
+def _accuracy(local: LoadedModel, shots: str, items: Sequence[tuple[str, bool]], options: tuple[str, str]) -> float:
     """Share of ``(text, is_second_option)`` items whose likelier option (after ``shots`` and the text) is right,
     read with the project's closed-answer scorer (:func:`convohub.llm.choices.continuation_logprobs`)."""
     from convohub.llm.choices import continuation_logprobs
@@ -67,21 +78,21 @@ def measure(folder: str | Path, repeats: int = 3) -> dict[str, Any]:
     import torch
     from transformers import AutoModelForCausalLM, AutoTokenizer
 
-    from convohub.training.perplexity import perplexity
+    from convohub.training.perplexity import negative_log_likelihood
 
     torch.manual_seed(0)
     tokenizer = AutoTokenizer.from_pretrained(folder)
     if tokenizer.pad_token is None:
         tokenizer.pad_token = tokenizer.eos_token
     model = AutoModelForCausalLM.from_pretrained(folder, dtype=torch.float32).eval()
-    local = SimpleNamespace(model=model, tokenizer=tokenizer, device=model.device)
+    local = LoadedModel(model=model, tokenizer=tokenizer, device=model.device)
     moderation, ifqc = _rows("moderation_gold.jsonl"), _rows("crychic_ifqc_gold.jsonl")
 
-    # each text after the model's start token, so its first token is predicted too and every byte is paid for
+    # each text after the model's start token, so its first token is predicted too and every byte is paid for;
+    # the texts are a few hundred tokens at most, so a 4,096-token limit scores every byte
     texts = [r["response"] for r in moderation] + [r["text"] for r in ifqc]
     starts = [(tokenizer.bos_token or "") + text for text in texts]
-    tokens = sum(len(tokenizer(t, add_special_tokens=False)["input_ids"]) - 1 for t in starts)
-    nll = math.log(perplexity(model, tokenizer, starts)) * tokens
+    nll, _tokens = negative_log_likelihood(model, tokenizer, starts, max_length=4096)
     bits_per_byte = nll / sum(len(text.encode()) for text in texts) / math.log(2)
 
     moderation_accuracy = _accuracy(local, MODERATION_SHOTS,

@@ -51,3 +51,19 @@ def test_a_left_padding_tokenizer_scores_like_each_text_alone_on_smollm2() -> No
     batched = perplexity(model, tokenizer, texts, batch_size=2)
     assert min(alone) <= batched <= max(alone)  # a token-weighted mean of the two, not inflated by the padding
     assert tokenizer.padding_side == "left"  # the caller's tokenizer is left as it was
+
+
+def test_negative_log_likelihood_counts_only_the_tokens_it_scored(tiny: tuple) -> None:
+    """Per-byte measures divide these sums: the token count must follow the truncation, not the raw text."""
+    from convohub.training.perplexity import negative_log_likelihood, perplexity
+
+    model, tokenizer = tiny
+    if tokenizer.pad_token is None:
+        tokenizer.pad_token = tokenizer.eos_token
+    texts = ["user: hello there\nassistant: hi", "user: " + "a rather long question " * 20]
+    full = [len(tokenizer(t, add_special_tokens=False)["input_ids"]) for t in texts]
+    nll, tokens = negative_log_likelihood(model, tokenizer, texts)
+    assert tokens == sum(n - 1 for n in full) and nll > 0
+    assert math.exp(nll / tokens) == pytest.approx(perplexity(model, tokenizer, texts))
+    _, truncated = negative_log_likelihood(model, tokenizer, texts, max_length=8)
+    assert truncated == sum(min(n, 8) - 1 for n in full) < tokens

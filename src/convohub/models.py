@@ -201,7 +201,7 @@ def convert_gguf(gguf_file: str | os.PathLike[str], out_dir: str | os.PathLike[s
     import torch
     from transformers import AutoModelForCausalLM, AutoTokenizer
 
-    _provenance(source_id, licence, package)
+    licence, package = _provenance(source_id, licence, package)  # fails before the slow conversion
     gguf_file = Path(gguf_file)
     out = Path(out_dir)
     out.mkdir(parents=True, exist_ok=True)

@@ -11,7 +11,18 @@ from typing import Any
 
 def perplexity(model: Any, tokenizer: Any, texts: Sequence[str], *, max_length: int = 512,
                batch_size: int = 8) -> float:
-    """exp(mean negative log-likelihood per predicted token) over ``texts`` (padding excluded).
+    """exp(mean negative log-likelihood per predicted token) over ``texts`` (padding excluded); the sums
+    come from :func:`negative_log_likelihood`."""
+    total_nll, total_tokens = negative_log_likelihood(model, tokenizer, texts, max_length=max_length,
+                                                      batch_size=batch_size)
+    return math.exp(total_nll / max(total_tokens, 1))
+
+
+def negative_log_likelihood(model: Any, tokenizer: Any, texts: Sequence[str], *, max_length: int = 512,
+                            batch_size: int = 8) -> tuple[float, int]:
+    """The summed negative log-likelihood (nats) of every predicted token of ``texts``, each truncated to
+    ``max_length`` tokens, and how many tokens were predicted (padding excluded): what per-token and per-byte
+    measures divide.
 
     The batch goes to the model's device (a generation backend's model may sit on a GPU). It is always padded
     on the right, whatever the tokenizer's own side: a left-padded row would start its positions after the
@@ -41,4 +52,4 @@ def perplexity(model: Any, tokenizer: Any, texts: Sequence[str], *, max_length: 
         total_tokens += int((shift_labels != -100).sum())
     if pad_id is None and total_tokens == 0:
         raise ValueError("no tokens to score")
-    return math.exp(total_nll / max(total_tokens, 1))
+    return total_nll, total_tokens
