@@ -20,19 +20,21 @@ from convohub.hub import markdown_table
 from convohub.promise.simulate import LoopSettings
 
 #: Tiny profile: 24 dialogues (12 validation, 12 test at most). Six tries for the intent and first question and
-#: five per suggestion (the paper profile keeps three, for an endpoint): with three SmolLM2 lost 4 of 12 dialogues
-#: (2 first questions over ten words, 2 suggestions). Then 160 estimated tokens of earlier turns, and answer-first
-#: suggestions: with the paper's prompt SmolLM2 wrote no grounded answer in 32 first tries and mostly repeated the
-#: query as its question; given a snippet sentence it writes a question that sentence answers. Later queries are
-#: searched with the first question, through the re-ranked search (:func:`~convohub.promise.retrieval.
-#: offline_retriever`), passages already asked about placed last. Suggestions written from another topic's
-#: passage, 24 dialogues on the 192-passage collection, 2-core EPYC: BM25 alone 37 of 248 (21 dialogues kept, 62
-#: turns); re-ranked 1 of 184 (17, 46: the topic's best passages top every turn, the agent repeats its questions
-#: and 6 dialogues fail); re-ranked with the cosine floor and the passages asked about last 11 of 228 (19, 57, in
-#: 286 s). With 24 passages a topic (collection v3) the same settings: 0 of 248 (20 dialogues, 62 turns, 14
-#: ending in done against 10 of 19, in 247 s). The simulators' scores on test splits this small (about 30 items) move by many points with the data:
-#: README.md has the release's figures.
-TINY = LoopSettings(n_dialogues=24, context_tokens=160, answers="extractive", setup_attempts=6, sqa_attempts=5,
+#: seven per suggestion (the paper profile keeps three, for an endpoint): with three SmolLM2 lost 4 of 12 dialogues
+#: (2 first questions over ten words, 2 suggestions); with five, 3 of 24 to a suggestion whose every try repeated an
+#: earlier question, and with seven 1 (13 more calls, a few seconds). Then 160 estimated tokens of earlier turns,
+#: and answer-first suggestions: with the paper's prompt SmolLM2 wrote no grounded answer in 32 first tries and
+#: mostly repeated the query as its question; given a snippet sentence it writes a question that sentence answers.
+#: Later queries are searched with the first question, through the re-ranked search
+#: (:func:`~convohub.promise.retrieval.offline_retriever`), passages already asked about placed last. Suggestions
+#: written from another topic's passage, 24 dialogues on the 192-passage collection, 2-core EPYC: BM25 alone 37 of
+#: 248 (21 dialogues kept, 62 turns); re-ranked 1 of 184 (17, 46: the topic's best passages top every turn, the
+#: agent repeats its questions and 6 dialogues fail); re-ranked with the cosine floor and the passages asked about
+#: last 11 of 228 (19, 57, in 286 s). With 24 passages a topic (collection v3) the same settings: 0 of 248 (20
+#: dialogues, 62 turns, 14 ending in done against 10 of 19, in 247 s); with seven tries a suggestion 0 of 272 (22
+#: dialogues, 68 turns). The simulators' scores on test splits this small (about 30 items) move by many points with
+#: the data: README.md has the release's figures.
+TINY = LoopSettings(n_dialogues=24, context_tokens=160, answers="extractive", setup_attempts=6, sqa_attempts=7,
                     search_with_first_question=True, unused_snippets_first=True)
 PAPER = LoopSettings(n_dialogues=1025, context_tokens=3000)
 #: ``CONVOHUB_PROMISE_SOURCE``: release runs read released dialogues from this folder instead of generating.

@@ -253,7 +253,9 @@ def offline_retriever(collection: PassageCollection | None = None, rerank: str |
 
 def off_topic_suggestions(dialogues: Sequence[dict[str, Any]], collection: PassageCollection) -> tuple[int, int]:
     """How many suggestions were written from a passage of another topic than their dialogue's, of how many
-    whose passage and dialogue topic the collection knows (the dataset card reports it)."""
+    whose passage and dialogue topic the collection knows (the dataset card reports it). Passages are matched
+    by text: a dialogue record keeps its snippets' texts, as the paper's records do, not the collection's ids;
+    a text two topics share counts for the topic listed last."""
     topic_id = {t.topic: t.id for t in collection.topics}
     passage_topic = {p.text: p.topic for p in collection.passages if p.topic}
     off = total = 0

@@ -231,7 +231,7 @@ def _snippets(retriever: SnippetRetriever, states: Sequence[State], settings: Lo
         for d, extra in zip(short, more, strict=True):
             ids = {p.id for p in hits[d]}
             hits[d] = [*hits[d], *(p for p in extra if p.id not in ids)]
-    return [([p for p in h if p.text not in used] + [p for p in h if p.text in used])[: settings.snippets]
+    return [([p for p in h if p.text not in used] + [p for p in h if p.text in used])[:k]
             for h, used in zip(hits, spent, strict=True)]
 
 
