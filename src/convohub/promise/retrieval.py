@@ -13,12 +13,13 @@ line, ``CONVOHUB_PROMISE_PASSAGES=FILE`` makes ``convohub datasets build promise
 search that collection instead (:func:`configured_collection`; its topics seed the dialogues).
 
 Why re-rank: a web index has thousands of pages on a query's subject, the collection 24 per topic, so
-BM25's later hits are often another topic's passage that shares a word such as "long" or "plan" ("How long
-does it take for a budget drone to take a shot?" finds a hotel's prices). The agent writes a suggestion from
-each snippet, so such a passage becomes an off-topic suggestion. Re-ordering BM25's first 32 candidates by
-the cosine of their MiniLM embeddings to the query keeps its lexical recall and puts the passages on the
-query's subject first: over the 62 search texts of a tiny release, passages of another topic than the
-dialogue's fell from 20.4% to 2.8% of the eight snippets a turn gets, and from 9.3% to 1.6% of the first four.
+BM25's later hits are often another topic's passage that shares a word such as "long" or "take" ("How long
+does it take for a budget drone to take a shot?" finds passages on eggs, recessions and phone cases among its
+eight). The agent writes a suggestion from each snippet, so such a passage becomes an off-topic suggestion.
+Re-ordering BM25's first 32 candidates by the cosine of their MiniLM embeddings to the query keeps its
+lexical recall and puts the passages on the query's subject first: over the 62 search texts of a tiny release
+on the 12-a-topic collection (version 2), passages of another topic than the dialogue's fell from 20.4% to
+2.8% of the eight snippets a turn gets, and from 9.3% to 1.6% of the first four.
 """
 
 from __future__ import annotations
