@@ -32,7 +32,7 @@ def negative_log_likelihood(model: Any, tokenizer: Any, texts: Sequence[str], *,
     import torch
 
     if not texts:
-        raise ValueError("perplexity needs at least one text")
+        raise ValueError("scoring a language model needs at least one text")
     model.eval()
     total_nll, total_tokens = 0.0, 0
     pad_id = tokenizer.pad_token_id if tokenizer.pad_token_id is not None else tokenizer.eos_token_id
