@@ -73,7 +73,8 @@ REQAP_STAND_INS = {"CONVOHUB_DECOMPOSER": "gold", "CONVOHUB_RETRIEVER": "bm25", 
 
 
 def promise_classifiers(root: Path) -> dict[str, Path]:
-    """MiniLM with fresh Task 1 and Task 2 heads, saved: the ProMISe Space's simulator for plumbing."""
+    """MiniLM with fresh Task 1 and Task 2 heads (Task 2 multiple-choice, as the tiny recipe), saved: the
+    ProMISe Space's simulator for plumbing."""
     from transformers import AutoTokenizer
 
     from convohub.models import minilm_path
@@ -82,7 +83,8 @@ def promise_classifiers(root: Path) -> dict[str, Path]:
     out = {}
     for task in ("task1", "task2"):
         folder = root / task
-        fresh_classifier(task, str(minilm_path())).save_pretrained(folder)
+        fresh_classifier(task, str(minilm_path()), "multiple-choice" if task == "task2" else "sequence") \
+            .save_pretrained(folder)
         AutoTokenizer.from_pretrained(str(minilm_path())).save_pretrained(folder)
         out[f"promise-{task}"] = folder.resolve()
     return out

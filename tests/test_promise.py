@@ -306,6 +306,34 @@ def test_generative_simulator_scoring_rule():
     assert simulator.predict("task2", items) == [1, -1, -1, 4]  # done on a Task 2 item: invalid
 
 
+def test_multiple_choice_encoder_scores_each_option_with_one_scorer(tmp_path: Path) -> None:
+    """Task 2's multiple-choice head: five probabilities per item in label order (SQ1-SQ4, none), the same
+    scorer for every option (moving a suggestion moves its probability with it), saved and loaded by the
+    simulator with the head its config names; Task 1 cannot have it."""
+    from transformers import AutoTokenizer
+
+    from convohub.models import minilm_path
+    from convohub.promise.simulators import NONE_OPTION, EncoderSimulator, head_of, option_pairs
+    from convohub.promise.training import fresh_classifier
+
+    path = str(minilm_path())
+    with pytest.raises(ValueError, match="task1 has none: use head 'sequence'"):
+        fresh_classifier("task1", path, "multiple-choice")
+    model = fresh_classifier("task2", path, "multiple-choice")
+    model.save_pretrained(tmp_path / "t2")
+    AutoTokenizer.from_pretrained(path).save_pretrained(tmp_path / "t2")
+    simulator = EncoderSimulator({"task2": tmp_path / "t2"})
+    assert head_of(simulator.models["task2"][1].config) == "multiple-choice"
+    sqs = ["Which lens suits portraits?", "How do I clean a sensor?", "What is a prime lens?", "Is a tripod needed?"]
+    item = {"intent": "I want a camera for portraits.", "context_questions": ["Which camera?"], "candidate_sqs": sqs}
+    assert option_pairs(item)[-1] == ("I want a camera for portraits. Asked: Which camera?", NONE_OPTION)
+    moved = {**item, "candidate_sqs": [sqs[2], sqs[0], sqs[3], sqs[1]]}
+    first, second = simulator.probabilities("task2", [item, moved])
+    assert len(first) == 5 and sum(first) == pytest.approx(1.0)
+    assert second == pytest.approx([first[2], first[0], first[3], first[1], first[4]], abs=1e-5)
+    assert len(set(round(p, 6) for p in first)) > 1  # the options' texts, not their positions, are scored
+
+
 @pytest.mark.slow
 def test_smollm2_zero_shot_simulator_parses_its_answers():
     """The real offline LLM as the zero-shot simulator: every reply to the gold user decisions parses."""

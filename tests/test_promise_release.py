@@ -81,11 +81,14 @@ def test_dataset_loads_like_users_load_it(release_root: Path, tmp_path: Path) ->
 
 @pytest.mark.parametrize("task", ["task1", "task2"])
 def test_encoder_cards_carry_the_measured_numbers(release_root: Path, task: str) -> None:
-    from transformers import AutoModelForSequenceClassification
+    from transformers import AutoModelForMultipleChoice, AutoModelForSequenceClassification
 
     folder = release_root / "models" / NS / f"promise-{task}-minilm-tiny"
-    model = AutoModelForSequenceClassification.from_pretrained(folder)
+    # the tiny recipes: Task 1 a sequence classifier, Task 2 a multiple-choice head over its five options
+    auto = AutoModelForSequenceClassification if task == "task1" else AutoModelForMultipleChoice
+    model = auto.from_pretrained(folder)
     assert model.config.num_labels == (2 if task == "task1" else 5)
+    assert model.config.promise_head == ("sequence" if task == "task1" else "multiple-choice")
     measured = json.loads((release_root / ".convohub-work" / "promise" / f"promise_{task}_encoder_eval.json").read_text())
     meta, body = read_card(folder / "README.md")
     after, majority = measured["after"], measured["majority"]

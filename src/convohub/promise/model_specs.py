@@ -131,8 +131,10 @@ def encoder_card(card: CardInput) -> CardValues:
     cv = r["cv"].get("scores")
     training = r["training"]
     steps = int(training.get("max_steps", -1))
+    head = str(training.get("head", "sequence")).replace("-", "_")
     values = {
         **_common(card), "task": task, "task_name": TASK_NAMES[task], "what": Block(f"what_{task}"),
+        "head": Block(f"head_{head}"), "usage": Block(f"usage_{head}"),
         "base_model": base_model, "items": r["items"], "before_after_rows": _rows(before, after, majority),
         "train_items": training["train_items"], "train_seconds": training["train_seconds"],
         "class_weighting": training["class_weighting"], "folds": r["cv"]["folds"],

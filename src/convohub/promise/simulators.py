@@ -3,8 +3,11 @@
 Every simulator predicts integer labels for task items (:func:`convohub.promise.records.task_items`):
 
 * :class:`MajorityBaseline`: the most frequent label of the validation split (Task 1: "not satisfied");
-* :class:`EncoderSimulator`: a sequence classifier trained by ``training/promise_task{1,2}_encoder``
-  (intent and dialogue context as a text pair, as the paper feeds BERT, RoBERTa and DeBERTa);
+* :class:`EncoderSimulator`: an encoder trained by ``training/promise_task{1,2}_encoder``, with one of two
+  heads (:data:`HEADS`): ``sequence``, a classifier over the text pair (intent, dialogue context and the
+  candidates), as the paper feeds BERT, RoBERTa and DeBERTa; or, for Task 2, ``multiple-choice``: one score per
+  option, read as the pair (intent and asked questions, the option), the four suggestions then
+  :data:`NONE_OPTION`, with the weights shared across options (transformers' ``*ForMultipleChoice``);
 * :class:`GenerativeSimulator`: a chat model given the user prompt of :mod:`convohub.promise.prompts` (the
   paper's LLM simulator without the explanation), its reply parsed into ``1``-``4``, ``none`` or ``done``:
   zero-shot (SmolLM2, or any endpoint) or the LoRA model of ``training/promise_lora_simulator``. One
@@ -39,6 +42,24 @@ class Simulator(Protocol):
         ...
 
 
+#: the encoders' heads: a classifier over one text pair, or one score per option (Task 2 only)
+HEADS = ("sequence", "multiple-choice")
+#: the text of the fifth option of a multiple-choice Task 2 encoder (label 4, "none")
+NONE_OPTION = "None of these questions helps."
+
+
+def head_of(config: Any) -> str:
+    """The head a saved encoder was trained with (``promise_head`` in its config; older models: sequence)."""
+    return str(getattr(config, "promise_head", "sequence"))
+
+
+def option_pairs(item: Mapping[str, Any]) -> list[tuple[str, str]]:
+    """The text pairs a multiple-choice encoder scores for one Task 2 item, in label order: (intent and the
+    questions asked so far, option) for SQ1-SQ4, then :data:`NONE_OPTION`."""
+    first = f"{item['intent']} Asked: {' | '.join(item['context_questions'])}"
+    return [(first, str(q)) for q in item["candidate_sqs"]] + [(first, NONE_OPTION)]
+
+
 def encoder_text(item: Mapping[str, Any]) -> tuple[str, str]:
     """The text pair an encoder reads: the intent, and the context questions then the candidate SQs."""
     context = " | ".join(item["context_questions"])
@@ -48,16 +69,21 @@ def encoder_text(item: Mapping[str, Any]) -> tuple[str, str]:
 
 def class_probabilities(model: Any, tokenizer: Any, items: Sequence[Mapping[str, Any]], max_length: int,
                         batch_size: int = 32) -> list[list[float]]:
-    """A sequence classifier's class probabilities for task items, read as :func:`encoder_text` pairs (the
-    same input in training, evaluation and the Space)."""
+    """An encoder's class probabilities for task items (the same input in training, evaluation and the Space):
+    :func:`encoder_text` pairs for a sequence classifier, :func:`option_pairs` for a multiple-choice head (a
+    softmax over the options' scores)."""
     import torch
 
+    choices = head_of(model.config) == "multiple-choice"
     out: list[list[float]] = []
     with torch.inference_mode():
         for start in range(0, len(items), batch_size):
-            pairs = [encoder_text(i) for i in items[start:start + batch_size]]
+            chunk = items[start:start + batch_size]
+            pairs = [p for i in chunk for p in option_pairs(i)] if choices else [encoder_text(i) for i in chunk]
             batch = tokenizer([a for a, _ in pairs], [b for _, b in pairs], truncation=True, max_length=max_length,
                               padding=True, return_tensors="pt")
+            if choices:  # (items x options, length) -> (items, options, length)
+                batch = {k: v.view(len(chunk), len(pairs) // len(chunk), -1) for k, v in batch.items()}
             out += torch.softmax(model(**batch).logits.float(), -1).tolist()
     return out
 
@@ -80,15 +106,23 @@ class MajorityBaseline:
 
 
 class EncoderSimulator:
-    """Trained sequence classifiers, one folder per task."""
+    """Trained encoders, one folder per task (each with the head its config names: :func:`head_of`)."""
 
     def __init__(self, folders: Mapping[str, str | Path], batch_size: int = 32) -> None:
-        from transformers import AutoModelForSequenceClassification, AutoTokenizer
+        from transformers import (
+            AutoConfig,
+            AutoModelForMultipleChoice,
+            AutoModelForSequenceClassification,
+            AutoTokenizer,
+        )
 
         self.models, self.batch_size = {}, batch_size
         for task, folder in folders.items():
             try:
-                model = AutoModelForSequenceClassification.from_pretrained(str(folder)).eval()
+                config = AutoConfig.from_pretrained(str(folder))
+                auto = AutoModelForMultipleChoice if head_of(config) == "multiple-choice" else \
+                    AutoModelForSequenceClassification
+                model = auto.from_pretrained(str(folder), config=config).eval()
             except OSError as err:
                 first = str(err).splitlines()[0] if str(err) else type(err).__name__
                 raise OSError(f"the {task} simulator {str(folder)!r} cannot be loaded ({first}); give the folder "

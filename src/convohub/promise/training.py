@@ -2,11 +2,14 @@
 
 * Encoders (``training/promise_task1_encoder``, ``training/promise_task2_encoder``): a sequence classifier
   on the text pair (intent, context and candidates; :func:`convohub.promise.simulators.encoder_text`), as the
-  paper fine-tunes BERT, RoBERTa and DeBERTa-v2-xlarge. The paper has no train split: the models train on
-  validation with 4-fold cross-validation, 3 epochs. Here the folds are grouped by dialogue (no dialogue on
-  both sides); each fold's model predicts its held-out fold, and the pooled predictions give the
-  cross-validated scores; then the published model trains on all of validation and is measured on test before
-  (the fresh head) and after training.
+  paper fine-tunes BERT, RoBERTa and DeBERTa-v2-xlarge; or, for Task 2 (``--head multiple-choice``), one
+  score per option (:func:`convohub.promise.simulators.option_pairs`) with the weights shared across the five
+  options, so that every item teaches the one scorer and a label's position carries no weight of its own: with
+  a few dozen items the 5-way classifier has about five examples per class. The paper has no train split: the
+  models train on validation with 4-fold cross-validation, 3 epochs. Here the folds are grouped by dialogue
+  (no dialogue on both sides); each fold's model predicts its held-out fold, and the pooled predictions give
+  the cross-validated scores; then the published model trains on all of validation and is measured on test
+  before (the fresh head) and after training.
 * The generative simulator (``training/promise_lora_simulator``): LoRA SFT (trl) of a chat model on the
   validation turns, prompt = the user prompt of :mod:`convohub.promise.prompts`, completion = the action
   (``1``-``4``, ``none``, ``done``); the adapter is merged into the saved model. The paper: QLoRA rank 64,
@@ -38,6 +41,9 @@ class EncoderArguments:
         "help": "encoder: Hub id, local folder, or minilm (the bundled all-MiniLM-L6-v2)"})
     max_length: int = field(default=256, metadata={"help": "longest input pair in tokens"})
     folds: int = field(default=4, metadata={"help": "cross-validation folds on validation (paper: 4; 1 = none)"})
+    head: str = field(default="sequence", metadata={
+        "help": "'sequence': a classifier over one text pair (the paper's); 'multiple-choice' (Task 2 only): one "
+                "score per option, the four suggestions and 'none'"})
     class_weighting: str = field(default="none", metadata={
         "help": "'balanced': cross-entropy weighted by inverse class frequency (for macro-F1); 'none'"})
     train_split: str = field(default="validation")
@@ -51,23 +57,47 @@ def make_encoder_parser() -> Any:
     return TrlParser((EncoderArguments, TrainingArguments))
 
 
-def _encode(tokenizer: Any, items: Sequence[Mapping[str, Any]], max_length: int) -> Any:
+def _encode(tokenizer: Any, items: Sequence[Mapping[str, Any]], max_length: int, head: str) -> Any:
+    """Tokenized items with their labels; a multiple-choice item holds one row per option (options x length)."""
     import datasets
 
-    from convohub.promise.simulators import encoder_text
+    from convohub.promise.simulators import encoder_text, option_pairs
 
+    labels = [int(i["label"]) for i in items]
+    if head == "multiple-choice":
+        rows = []
+        for item, label in zip(items, labels, strict=True):
+            pairs = option_pairs(item)
+            enc = tokenizer([a for a, _ in pairs], [b for _, b in pairs], truncation=True, max_length=max_length)
+            rows.append({**enc, "labels": label})
+        return datasets.Dataset.from_list(rows)
     pairs = [encoder_text(i) for i in items]
     enc = tokenizer([a for a, _ in pairs], [b for _, b in pairs], truncation=True, max_length=max_length)
-    return datasets.Dataset.from_dict({**enc, "labels": [int(i["label"]) for i in items]})
+    return datasets.Dataset.from_dict({**enc, "labels": labels})
 
 
-def fresh_classifier(task: str, path: str) -> Any:
-    """A sequence classifier for ``task`` from an encoder, with a new (untrained) head and the task's labels."""
-    from transformers import AutoModelForSequenceClassification
+def check_head(task: str, head: str) -> None:
+    """Reject a head the task cannot have, naming the choices."""
+    from convohub.promise.simulators import HEADS
 
+    if head not in HEADS:
+        raise ValueError(f"head must be one of {', '.join(HEADS)}, got {head!r}")
+    if head == "multiple-choice" and task != "task2":
+        raise ValueError(f"the multiple-choice head scores Task 2's options; {task} has none: use head 'sequence'")
+
+
+def fresh_classifier(task: str, path: str, head: str = "sequence") -> Any:
+    """An encoder for ``task`` with a new (untrained) head and the task's labels (``head``: see
+    :data:`convohub.promise.simulators.HEADS`; the config records it as ``promise_head``)."""
+    from transformers import AutoModelForMultipleChoice, AutoModelForSequenceClassification
+
+    check_head(task, head)
     names = label_names(task)
-    return AutoModelForSequenceClassification.from_pretrained(
+    auto = AutoModelForMultipleChoice if head == "multiple-choice" else AutoModelForSequenceClassification
+    model = auto.from_pretrained(
         path, num_labels=len(names), id2label=dict(enumerate(names)), label2id={n: i for i, n in enumerate(names)})
+    model.config.promise_head = head
+    return model
 
 
 def _weights(items: Sequence[Mapping[str, Any]], n: int, mode: str) -> Any:
@@ -87,13 +117,13 @@ def _train(task: str, args: EncoderArguments, training_args: Any, items: Sequenc
     import copy
 
     import torch
-    from transformers import DataCollatorWithPadding, Trainer, set_seed
+    from transformers import DataCollatorForMultipleChoice, DataCollatorWithPadding, Trainer, set_seed
 
     from convohub.training.models import resolve_model
 
     if model is None:
         set_seed(training_args.seed)
-        model = fresh_classifier(task, resolve_model(args.model_name_or_path))
+        model = fresh_classifier(task, resolve_model(args.model_name_or_path), args.head)
     model.train()
     weights = _weights(items, len(label_names(task)), args.class_weighting)
 
@@ -102,9 +132,10 @@ def _train(task: str, args: EncoderArguments, training_args: Any, items: Sequenc
 
     fold_args = copy.deepcopy(training_args)
     fold_args.output_dir = output_dir
-    trainer = Trainer(model=model, args=fold_args, train_dataset=_encode(tokenizer, items, args.max_length),
-                      data_collator=DataCollatorWithPadding(tokenizer), processing_class=tokenizer,
-                      compute_loss_func=loss)
+    collator = DataCollatorForMultipleChoice(tokenizer) if args.head == "multiple-choice" else \
+        DataCollatorWithPadding(tokenizer)
+    trainer = Trainer(model=model, args=fold_args, train_dataset=_encode(tokenizer, items, args.max_length, args.head),
+                      data_collator=collator, processing_class=tokenizer, compute_loss_func=loss)
     trainer.train()
     return model.eval(), trainer
 
@@ -131,6 +162,7 @@ def run_encoder(task: str, argv: Sequence[str] | None = None) -> dict[str, Any]:
         list(argv) if argv is not None else None, fail_with_unknown_args=True)
     if args.folds < 1:
         raise ValueError(f"folds must be >= 1, got {args.folds}")
+    check_head(task, args.head)
     out = Path(training_args.output_dir)
     train = load_items(args.dataset_path, args.train_split)[task]
     test = load_items(args.dataset_path, args.eval_split)[task]
@@ -163,7 +195,7 @@ def run_encoder(task: str, argv: Sequence[str] | None = None) -> dict[str, Any]:
 
     # 2. the published model: the fresh head on the eval split, training on the whole train split, again
     set_seed(training_args.seed)
-    fresh = fresh_classifier(task, path).eval()
+    fresh = fresh_classifier(task, path, args.head).eval()
     gold = [int(i["label"]) for i in test]
     before = user_simulation_f1(_predict(fresh, tokenizer, test, args.max_length), gold, task=task)
     model, trainer = _train(task, args, training_args, train, str(out), tokenizer, fresh)
@@ -175,7 +207,7 @@ def run_encoder(task: str, argv: Sequence[str] | None = None) -> dict[str, Any]:
     trainer.save_model(str(out))
     results = {"task": task, "split": args.eval_split, "before": before, "after": after, "cv": cv,
                "train_items": len(train), "eval_items": len(test), "train_split": args.train_split,
-               "base_model": args.model_name_or_path, "class_weighting": args.class_weighting,
+               "base_model": args.model_name_or_path, "head": args.head, "class_weighting": args.class_weighting,
                "epochs": float(training_args.num_train_epochs), "max_steps": int(training_args.max_steps),
                "train_seconds": round(seconds, 1)}
     if trainer.is_world_process_zero():
