@@ -85,7 +85,7 @@ SAYS = {
                                             "above the majority baseline's (30.00). It is also above its base, the "
                                             "same encoder with the head untrained (macro-F1 30.00)."],
     ("promise_task2_encoder", "tiny", ""): ["with a new multiple-choice head: one score per option",
-                                            "AutoModelForMultipleChoice.from_pretrained(\"convohub/"],
+                                            "AutoModelForMultipleChoice.from_pretrained(", "label = model(**"],
     ("promise_task2_encoder", "paper", ""): ["with a new classification head over one text pair (the paper's set-up)",
                                              "AutoModelForSequenceClassification.from_pretrained(",
                                              "**On test this model does not beat the majority baseline:** macro-F1 "
