@@ -49,7 +49,7 @@ NONE_OPTION = "None of these questions helps."
 
 
 def head_of(config: Any) -> str:
-    """The head a saved encoder was trained with (``promise_head`` in its config; older models: sequence)."""
+    """The head a saved encoder was trained with (``promise_head`` in its config; absent: sequence, the paper's)."""
     return str(getattr(config, "promise_head", "sequence"))
 
 

@@ -5,7 +5,7 @@
   paper fine-tunes BERT, RoBERTa and DeBERTa-v2-xlarge; or, for Task 2 (``--head multiple-choice``), one
   score per option (:func:`convohub.promise.simulators.option_pairs`) with the weights shared across the five
   options, so that every item teaches the one scorer and a label's position carries no weight of its own: with
-  a few dozen items the 5-way classifier has about five examples per class. The paper has no train split: the
+  a few dozen items the 5-way classifier has about six examples per class. The paper has no train split: the
   models train on validation with 4-fold cross-validation, 3 epochs. Here the folds are grouped by dialogue
   (no dialogue on both sides); each fold's model predicts its held-out fold, and the pooled predictions give
   the cross-validated scores; then the published model trains on all of validation and is measured on test
