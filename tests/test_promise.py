@@ -390,8 +390,7 @@ def test_release_build_step_digests_the_source_and_passages(tmp_path: Path, monk
     set, unset or edited: the build step names them as its settings."""
     import shutil
 
-    from convohub.promise.build import DIALOGUES_ENV, SOURCE_ENV
-    from convohub.promise.retrieval import PASSAGES_ENV
+    from convohub.promise.settings import DIALOGUES_ENV, PASSAGES_ENV, SOURCE_ENV
     from convohub.promise.system import SYSTEM
     from convohub.release import _inputs_digest
 

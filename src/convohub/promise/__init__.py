@@ -17,7 +17,8 @@ Simulators:
 * :mod:`~convohub.promise.simulators`: majority, encoder and generative simulators and their scoring;
 * :mod:`~convohub.promise.training`: what training/promise_*/ run; :mod:`~convohub.promise.model_specs`: the
   published models; :mod:`~convohub.promise.cli`: ``convohub promise evaluate``;
-* :mod:`~convohub.promise.space` and :mod:`~convohub.promise.system`: the Space and the release wiring.
+* :mod:`~convohub.promise.space` and :mod:`~convohub.promise.system`: the Space and the release wiring;
+  :mod:`~convohub.promise.settings`: the environment variables a release run reads.
 
 Modules import torch, transformers and the LLM layer only inside functions, so the CLI starts fast.
 """

@@ -17,6 +17,7 @@ from pathlib import Path
 from typing import Any
 
 from convohub.hub import markdown_table
+from convohub.promise.settings import DIALOGUES_ENV, SOURCE_ENV
 from convohub.promise.simulate import LoopSettings
 
 #: Tiny profile: 24 dialogues (12 validation, 12 test at most). Six tries for the intent and first question and
@@ -37,10 +38,6 @@ from convohub.promise.simulate import LoopSettings
 TINY = LoopSettings(n_dialogues=24, context_tokens=160, answers="extractive", setup_attempts=6, sqa_attempts=7,
                     search_with_first_question=True, unused_snippets_first=True)
 PAPER = LoopSettings(n_dialogues=1025, context_tokens=3000)
-#: ``CONVOHUB_PROMISE_SOURCE``: release runs read released dialogues from this folder instead of generating.
-SOURCE_ENV = "CONVOHUB_PROMISE_SOURCE"
-#: ``CONVOHUB_PROMISE_DIALOGUES=N``: generate N dialogues instead of the profile's (smoke tests)
-DIALOGUES_ENV = "CONVOHUB_PROMISE_DIALOGUES"
 
 
 def loop_settings(profile: str, seed: int) -> LoopSettings:

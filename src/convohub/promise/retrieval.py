@@ -34,10 +34,9 @@ from typing import Any, Protocol
 from convohub.bm25 import english_index, english_query_tokens
 from convohub.embeddings import embed
 from convohub.jsonlines import json_document, jsonl_records
+from convohub.promise.settings import PASSAGES_ENV
 
 DEFAULT_COLLECTION = Path(__file__).resolve().parents[1] / "data" / "promise_passages.json"
-#: ``CONVOHUB_PROMISE_PASSAGES=FILE``: the passage collection the build, the release and the Space search
-PASSAGES_ENV = "CONVOHUB_PROMISE_PASSAGES"
 
 
 @dataclass(frozen=True)

@@ -11,11 +11,10 @@ from pathlib import Path
 from typing import Any
 
 from convohub.model_spec import release_steps
-from convohub.promise.build import DIALOGUES_ENV, SOURCE_ENV
 from convohub.promise.dataset import DATASET_NAME, TASK_CONFIG
 from convohub.promise.model_specs import GENERATOR, TASK1_ENCODER, TASK2_ENCODER
 from convohub.promise.records import INVALID, label_names
-from convohub.promise.retrieval import PASSAGES_ENV
+from convohub.promise.settings import DIALOGUES_ENV, PASSAGES_ENV, SOURCE_ENV
 from convohub.registry import DatasetBuilder, Step, System
 from convohub.scoring import Benchmark
 
