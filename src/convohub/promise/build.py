@@ -2,11 +2,12 @@
 or generate them with the simulation loop, then write the dataset folder (:mod:`convohub.promise.dataset`).
 
 Why a profile table: offline, the agent and the LLM user are SmolLM2-135M on CPU, and the whole ProMISe
-release (generation, three trainings, evaluation, cards, Space) has about five and a half minutes on two cores,
-so the tiny profile generates :data:`TINY` (24 dialogues on the 16 topics, earlier turns shown to the agent
-within 160 estimated tokens); the paper profile asks for the paper's 1,025 dialogues with a 3,000-token context, meant for
-an endpoint LLM (``--llm``). The user is chosen by measurement (:func:`convohub.promise.users.choose_user`),
-or the rule user by name under ``--llm rules`` (there is no rule agent: the agent is always the LLM).
+release (generation, three trainings, evaluation, cards, Space) takes about ten minutes on a 2-core EPYC, out
+of a main job whose budget is 45 minutes for all five systems, so the tiny profile generates :data:`TINY` (24
+dialogues on the 16 topics, earlier turns shown to the agent within 160 estimated tokens); the paper profile
+asks for the paper's 1,025 dialogues with a 3,000-token context, meant for an endpoint LLM (``--llm``). The
+user is chosen by measurement (:func:`convohub.promise.users.choose_user`), or the rule user by name under
+``--llm rules`` (there is no rule agent: the agent is always the LLM).
 """
 
 from __future__ import annotations
@@ -20,21 +21,19 @@ from convohub.hub import markdown_table
 from convohub.promise.settings import DIALOGUES_ENV, SOURCE_ENV
 from convohub.promise.simulate import LoopSettings
 
-#: Tiny profile: 24 dialogues (12 validation, 12 test at most). Six tries for the intent and first question and
-#: seven per suggestion (the paper profile keeps three, for an endpoint): with three SmolLM2 lost 4 of 12 dialogues
-#: (2 first questions over ten words, 2 suggestions); with five, 3 of 24 to a suggestion whose every try repeated an
-#: earlier question, and with seven 1 (13 more calls, a few seconds). Then 160 estimated tokens of earlier turns,
-#: and answer-first suggestions: with the paper's prompt SmolLM2 wrote no grounded answer in 32 first tries and
-#: mostly repeated the query as its question; given a snippet sentence it writes a question that sentence answers.
-#: Later queries are searched with the first question, through the re-ranked search
-#: (:func:`~convohub.promise.retrieval.offline_retriever`), passages already asked about placed last. Suggestions
-#: written from another topic's passage, 24 dialogues on the 192-passage collection, 2-core EPYC: BM25 alone 37 of
-#: 248 (21 dialogues kept, 62 turns); re-ranked 1 of 184 (17, 46: the topic's best passages top every turn, the
-#: agent repeats its questions and 6 dialogues fail); re-ranked with the cosine floor and the passages asked about
-#: last 11 of 228 (19, 57, in 286 s). With 24 passages a topic (collection v3) the same settings: 0 of 248 (20
-#: dialogues, 62 turns, 14 ending in done against 10 of 19, in 247 s); with seven tries a suggestion 0 of 272 (22
-#: dialogues, 68 turns). The simulators' scores on test splits this small (about 30 items) move by many points with
-#: the data: README.md has the release's figures.
+#: Tiny profile: 24 dialogues (12 validation, 12 test at most), each setting measured on the 2-core EPYC with
+#: SmolLM2 as the agent (README.md has every variant's figures):
+#: * six tries for the intent and first question, seven per suggestion (the paper profile keeps three, for an
+#:   endpoint): a dialogue is dropped when a suggestion fails every try, mostly by repeating an earlier
+#:   question; five tries dropped 3 of 24 dialogues, seven drop 1, for 13 more calls;
+#: * 160 estimated tokens of earlier turns as in-context examples;
+#: * answer-first suggestions (``extractive``): with the paper's prompt SmolLM2 wrote no grounded answer in 32
+#:   first tries and mostly repeated the query as its question; given a snippet sentence it writes a question
+#:   that sentence answers;
+#: * later queries searched with the first question, through the re-ranked search
+#:   (:func:`~convohub.promise.retrieval.offline_retriever`), passages already asked about placed last: with
+#:   BM25 alone 37 of 248 suggestions came from another topic's passage; with these settings and 24 passages a
+#:   topic, 0 of 272 (22 dialogues, 68 turns, 17 ending in done).
 TINY = LoopSettings(n_dialogues=24, context_tokens=160, answers="extractive", setup_attempts=6, sqa_attempts=7,
                     search_with_first_question=True, unused_snippets_first=True)
 PAPER = LoopSettings(n_dialogues=1025, context_tokens=3000)
