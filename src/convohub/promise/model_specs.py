@@ -120,6 +120,8 @@ def _common(card: CardInput) -> dict[str, Any]:
 
 def encoder_card(card: CardInput) -> CardValues:
     """The encoder card's metadata and values (measured numbers, the base model the run's arguments name)."""
+    from convohub.promise.simulators import NONE_OPTION
+
     r = card.results
     task, before, after, majority = r["task"], r["before"], r["after"], r["majority"]
     base_model = _base(card)
@@ -134,7 +136,7 @@ def encoder_card(card: CardInput) -> CardValues:
     head = str(training.get("head", "sequence")).replace("-", "_")
     values = {
         **_common(card), "task": task, "task_name": TASK_NAMES[task], "what": Block(f"what_{task}"),
-        "head": Block(f"head_{head}"), "usage": Block(f"usage_{head}"),
+        "head": Block(f"head_{head}"), "usage": Block(f"usage_{head}"), "none_option": NONE_OPTION,
         "base_model": base_model, "items": r["items"], "before_after_rows": _rows(before, after, majority),
         "train_items": training["train_items"], "train_seconds": training["train_seconds"],
         "class_weighting": training["class_weighting"], "folds": r["cv"]["folds"],

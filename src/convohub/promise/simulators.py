@@ -53,6 +53,13 @@ def head_of(config: Any) -> str:
     return str(getattr(config, "promise_head", "sequence"))
 
 
+def encoder_class(head: str) -> Any:
+    """The transformers Auto class of an encoder with ``head`` (training, loading and the tests build from it)."""
+    from transformers import AutoModelForMultipleChoice, AutoModelForSequenceClassification
+
+    return AutoModelForMultipleChoice if head == "multiple-choice" else AutoModelForSequenceClassification
+
+
 def option_pairs(item: Mapping[str, Any]) -> list[tuple[str, str]]:
     """The text pairs a multiple-choice encoder scores for one Task 2 item, in label order: (intent and the
     questions asked so far, option) for SQ1-SQ4, then :data:`NONE_OPTION`."""
@@ -109,20 +116,13 @@ class EncoderSimulator:
     """Trained encoders, one folder per task (each with the head its config names: :func:`head_of`)."""
 
     def __init__(self, folders: Mapping[str, str | Path], batch_size: int = 32) -> None:
-        from transformers import (
-            AutoConfig,
-            AutoModelForMultipleChoice,
-            AutoModelForSequenceClassification,
-            AutoTokenizer,
-        )
+        from transformers import AutoConfig, AutoTokenizer
 
         self.models, self.batch_size = {}, batch_size
         for task, folder in folders.items():
             try:
                 config = AutoConfig.from_pretrained(str(folder))
-                auto = AutoModelForMultipleChoice if head_of(config) == "multiple-choice" else \
-                    AutoModelForSequenceClassification
-                model = auto.from_pretrained(str(folder), config=config).eval()
+                model = encoder_class(head_of(config)).from_pretrained(str(folder), config=config).eval()
             except OSError as err:
                 first = str(err).splitlines()[0] if str(err) else type(err).__name__
                 raise OSError(f"the {task} simulator {str(folder)!r} cannot be loaded ({first}); give the folder "

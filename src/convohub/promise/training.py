@@ -89,12 +89,11 @@ def check_head(task: str, head: str) -> None:
 def fresh_classifier(task: str, path: str, head: str = "sequence") -> Any:
     """An encoder for ``task`` with a new (untrained) head and the task's labels (``head``: see
     :data:`convohub.promise.simulators.HEADS`; the config records it as ``promise_head``)."""
-    from transformers import AutoModelForMultipleChoice, AutoModelForSequenceClassification
+    from convohub.promise.simulators import encoder_class
 
     check_head(task, head)
     names = label_names(task)
-    auto = AutoModelForMultipleChoice if head == "multiple-choice" else AutoModelForSequenceClassification
-    model = auto.from_pretrained(
+    model = encoder_class(head).from_pretrained(
         path, num_labels=len(names), id2label=dict(enumerate(names)), label2id={n: i for i, n in enumerate(names)})
     model.config.promise_head = head
     return model
