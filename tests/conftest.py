@@ -31,8 +31,10 @@ if os.environ.get("PYTEST_XDIST_WORKER"):
 # Disk: a module's temporary folders (its releases, venvs and model copies, several GB in all) are removed when
 # the module ends with every test passed, so the suite's peak is its largest module rather than their sum;
 # pyproject's tmp_path_retention_policy = "failed" does the same for each passing test's tmp_path. Folders of
-# a module with a failure stay for inspection.
+# a module with a failure stay for inspection, except under CI=true, where nobody can open them and a full
+# disk would turn one failure into many (a CI run that ran out of disk failed 28 tests after the first).
 _MODULES_WITH_FAILURES: set[str] = set()
+_KEEP_FAILED = os.environ.get("CI", "").lower() not in {"true", "1"}
 
 
 @pytest.hookimpl(wrapper=True)
@@ -50,7 +52,7 @@ def _free_module_tmp(request: pytest.FixtureRequest, tmp_path_factory: pytest.Te
     base = tmp_path_factory.getbasetemp()
     before = set(base.iterdir())
     yield
-    if request.node.nodeid not in _MODULES_WITH_FAILURES:
+    if not (_KEEP_FAILED and request.node.nodeid in _MODULES_WITH_FAILURES):
         for path in set(base.iterdir()) - before:
             shutil.rmtree(path, ignore_errors=True)
 
