@@ -16,7 +16,7 @@ HUB=${1:?usage: paper_recipes.sh HUB_DIR [SMOLLM2_FOLDER]}
 SMOL=${2:-$(python3 -c "from convohub.models import smollm2_path; print(smollm2_path())")}
 OUT=${OUT:-/tmp/convohub-gpu}; W=$OUT/work; mkdir -p $W
 export HF_HUB_OFFLINE=1 HF_DATASETS_OFFLINE=1 PYTHONUNBUFFERED=1
-python3 "$(dirname "$0")/random_smollm2_shape.py" "$SMOL" $W/model || exit 1
+python3 "$(dirname "$0")/random_shaped_model.py" "$SMOL" $W/model || exit 1
 D=$HUB/datasets/convohub; A="--config_file training/accelerate/single_gpu.yaml"
 ( while sleep 1; do nvidia-smi --query-gpu=memory.used --format=csv,noheader,nounits; done > $OUT/gpumem.txt ) &
 MON=$!

@@ -7,7 +7,7 @@
 #
 # PROMISE_DATASET is a built `promise` dataset folder (`convohub datasets build promise`); SMOLLM2_FOLDER a folder
 # with SmolLM2's config and tokenizer (default: the converted offline model). STEPS (default 30) stands in for the
-# recipe's 300: steps of a constant learning rate take the same time, so 300 steps take ten times as long.
+# recipe's 300: a step's time depends on the batch's shape, not on how many steps run, so 300 take ten times as long.
 # Logs and the GPU memory samples go to $OUT (default /tmp/convohub-gpu).
 set -u
 DATA=${1:?usage: promise_qlora_7b.sh PROMISE_DATASET [SMOLLM2_FOLDER] [STEPS]}
@@ -16,7 +16,7 @@ STEPS=${3:-30}
 OUT=${OUT:-/tmp/convohub-gpu}; W=${WORK:-/tmp/convohub-gpu-work}; mkdir -p "$OUT" "$W"
 export HF_HUB_OFFLINE=1 HF_DATASETS_OFFLINE=1 PYTHONUNBUFFERED=1
 s=$(date +%s)
-python3 "$(dirname "$0")/random_smollm2_shape.py" "$SMOL" "$W/llama7b" --shape llama-7b || exit 1
+python3 "$(dirname "$0")/random_shaped_model.py" "$SMOL" "$W/llama7b" --shape llama-7b || exit 1
 echo "== random llama-7b shape written in $(( $(date +%s)-s )) s ($(du -sh "$W/llama7b" | cut -f1))"
 ( while sleep 1; do nvidia-smi --query-gpu=memory.used --format=csv,noheader,nounits; done > "$OUT/gpumem.txt" ) &
 MON=$!
