@@ -1,4 +1,4 @@
-"""ProMISe's release steps at smoke scale (`convohub release --only promise --max-train-steps 2`): the dataset
+"""ProMISe's release steps at smoke scale (`convohub release --only promise --max-train-steps 1`): the dataset
 is generated (scripted agent, the user chosen by agreement with the hand-labelled decisions) and loads with
 ``load_dataset``; the two encoders and the LoRA simulator are trained by their scripts, load with
 ``from_pretrained``, and their cards carry the numbers the evaluation measured beside the majority baselines;
@@ -34,7 +34,7 @@ def _release(root: Path) -> list:
     with pytest.MonkeyPatch.context() as mp:
         mp.setenv("CONVOHUB_PROMISE_DIALOGUES", "12")
         records, failure = run_release(out=root, only=["promise"], llm=Replies(scripted_reply, "scripted-agent",
-                                                                              whole_request=True), max_train_steps=2)
+                                                                              whole_request=True), max_train_steps=1)
     assert failure is None, failure
     return records
 
@@ -112,7 +112,7 @@ def test_lora_simulator_card_has_table_4(release_root: Path) -> None:
     assert "**Scoring rule.**" in body and "Every simulator of this release on test" in body
     for name in measured["table"]:
         assert f"| {name} | " in body
-    assert measured["training"]["steps"] == 2
+    assert measured["training"]["steps"] == 1
 
 
 def test_leaderboard_scores_and_names_malformed_lines(release_root: Path, tmp_path: Path,

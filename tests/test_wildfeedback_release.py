@@ -15,8 +15,10 @@ from convohub.hub import folder_digest, read_card
 
 pytestmark = [pytest.mark.slow, pytest.mark.heavy]
 NS = "convohub"
-#: SFT and DPO cut to 2 optimiser steps each (the full tiny recipes take ~9 of this test's 13 minutes).
-SMOKE = ["--max-train-steps", "2"]
+#: SFT and DPO cut to one optimiser step each (the full tiny recipes take ~9 minutes on 2 cores).
+SMOKE = ["--max-train-steps", "1"]
+#: on-policy episodes answered by SmolLM2 (the tiny profile's 96 take ~5 minutes on 2 cores)
+EPISODES = "6"
 
 
 @pytest.fixture(scope="module")
@@ -24,7 +26,7 @@ def release_root(tmp_path_factory: pytest.TempPathFactory) -> Path:
     root = tmp_path_factory.mktemp("wf-hub")
     with pytest.MonkeyPatch.context() as mp:
         mp.setenv("CONVOHUB_WILDFEEDBACK_USERS", "60")
-        mp.setenv("CONVOHUB_WILDFEEDBACK_ON_POLICY_EPISODES", "12")
+        mp.setenv("CONVOHUB_WILDFEEDBACK_ON_POLICY_EPISODES", EPISODES)
         assert main(["release", "--only", "wildfeedback", "--out", str(root), *SMOKE]) == 0
     return root
 
@@ -43,7 +45,7 @@ def test_dataset_configs_load(release_root: Path) -> None:
     # offline, the on-policy variant comes from SmolLM2 (judged by it, moderated by the measured default)
     on_policy = [v for v in set(pairs["variant"]) if v.startswith("on_policy:")]
     assert on_policy == ["on_policy:HuggingFaceTB/SmolLM2-135M-Instruct"]
-    assert "policy `local:HuggingFaceTB/SmolLM2-135M-Instruct` answered a seeded sample of 12 of the" in body
+    assert f"policy `local:HuggingFaceTB/SmolLM2-135M-Instruct` answered a seeded sample of {EPISODES} of the" in body
     assert "moderation: every generated response was reviewed by `zero-shot:sentence-transformers/all-MiniLM-L6-v2`" in body
     assert "agreed better with 60 hand-labelled replies" in body
 
@@ -88,7 +90,7 @@ def test_rerun_resumes_and_changes_nothing(release_root: Path) -> None:
     before = {k: v for k, v in folder_digest(release_root).items() if not k.startswith(".convohub-work")}
     with pytest.MonkeyPatch.context() as mp:
         mp.setenv("CONVOHUB_WILDFEEDBACK_USERS", "60")
-        mp.setenv("CONVOHUB_WILDFEEDBACK_ON_POLICY_EPISODES", "12")
+        mp.setenv("CONVOHUB_WILDFEEDBACK_ON_POLICY_EPISODES", EPISODES)
         assert main(["release", "--only", "wildfeedback", "--out", str(release_root), *SMOKE]) == 0
     after = {k: v for k, v in folder_digest(release_root).items() if not k.startswith(".convohub-work")}
     assert after == before

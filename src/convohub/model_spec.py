@@ -193,6 +193,7 @@ class ModelSpec:
     evaluate: Evaluate | None = None  # None: the system measures it in its own step
     uses: tuple[str, ...] = ()  # other specs whose trained folders ``evaluate`` is given
     headline: tuple[str, ...] = ()  # result keys the release summary shows
+    eval_settings: tuple[str, ...] = ()  # environment variables ``evaluate`` reads (the evaluate step's settings)
 
     def __post_init__(self) -> None:
         if set(self.recipes) != set(self.repos):
@@ -301,7 +302,8 @@ def evaluate_step(spec: ModelSpec, *, system: str, dataset: Callable[[Any], Path
         return {spec.artifact("eval_path"): path, **{f"{spec.name}_{k}": results[k] for k in spec.headline}}
 
     used = (spec.artifact("dir"), *(f"{n}_dir" for n in spec.uses))
-    return Step("evaluate", f"{_step_name(spec)}-eval", run, reads=_reads(dataset_reads, *used))
+    return Step("evaluate", f"{_step_name(spec)}-eval", run, reads=_reads(dataset_reads, *used),
+                settings=spec.eval_settings)
 
 
 def card_step(spec: ModelSpec, *, extra: Callable[[Any], Mapping[str, Any]] | None = None,

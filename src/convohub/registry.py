@@ -50,6 +50,20 @@ MODEL_SPECS: tuple[str, ...] = (
 )
 
 
+def positive_int_setting(name: str, default: int | None = None) -> int | None:
+    """The positive integer the environment variable ``name`` holds (a step's count setting, such as a smoke
+    test's dialogue or conversation cap), ``default`` when it is unset or empty; any other value is an error
+    that names the variable."""
+    import os
+
+    raw = os.environ.get(name, "").strip()
+    if not raw:
+        return default
+    if not raw.isdigit() or int(raw) < 1:
+        raise ValueError(f"{name} must be a positive integer, got {raw!r}")
+    return int(raw)
+
+
 @dataclass(frozen=True)
 class Step:
     """One release step. ``run`` returns the artifacts it produced (name -> path or value).

@@ -301,14 +301,12 @@ def prune_index_cache(keep: int | None = None, keep_current: Path | None = None)
     """Delete all but the ``keep`` most recently used cached indexes (``$CONVOHUB_AQA_INDEX_KEEP``, default 8;
     use = written or loaded), never ``keep_current``; returns what was deleted. One corpus per rebuilt dataset
     adds an index, and at WildChat-1M scale each is gigabytes."""
-    import os
     import shutil
 
+    from convohub.registry import positive_int_setting
+
     if keep is None:
-        raw = os.environ.get(KEEP_ENV, "8")
-        if not raw.isdigit() or int(raw) < 1:
-            raise ValueError(f"{KEEP_ENV} must be a positive integer, got {raw!r}")
-        keep = int(raw)
+        keep = positive_int_setting(KEEP_ENV, 8)
     root = index_cache_dir()
     if not root.is_dir():
         return []

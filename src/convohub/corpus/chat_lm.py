@@ -20,9 +20,13 @@ from typing import Any
 
 from convohub.hub import ModelCardInfo, load_split, read_json
 from convohub.model_spec import CardInput, CardValues, ModelSpec, block, profile_recipes
+from convohub.registry import positive_int_setting
 from convohub.training.chat_sft import TRAINING_RECORD_FILE, card_training_values
 
 DATASET_REPO = "wildchat-sample"
+#: ``CONVOHUB_CHAT_LM_EVAL_CONVERSATIONS=N``: the release measures both perplexities on the first N held-out
+#: conversations instead of the number the training run recorded (smoke tests; the card states the count)
+EVAL_CONVERSATIONS_ENV = "CONVOHUB_CHAT_LM_EVAL_CONVERSATIONS"
 
 
 def read_training_record(model_dir: Path) -> dict[str, Any]:
@@ -111,6 +115,8 @@ SPEC = ModelSpec(
     dataset=DATASET_REPO,
     template="wildchat_chat_lm",
     card_values=card_values,
-    evaluate=lambda model_dir, dataset_dir, _models: evaluate(model_dir, dataset_dir),
+    evaluate=lambda model_dir, dataset_dir, _models: evaluate(
+        model_dir, dataset_dir, max_conversations=positive_int_setting(EVAL_CONVERSATIONS_ENV)),
     headline=("perplexity_base", "perplexity_trained"),
+    eval_settings=(EVAL_CONVERSATIONS_ENV,),
 )

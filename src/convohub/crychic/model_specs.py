@@ -20,13 +20,13 @@ the prompt simplifier and the follow-up judge. The release's train -> evaluate -
 from __future__ import annotations
 
 import json
-import os
 from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
 from convohub.hub import ModelCardInfo, markdown_table
 from convohub.model_spec import Block, CardInput, CardValues, ModelSpec, block, profile_recipes
+from convohub.registry import positive_int_setting
 
 DATASET_REPO = "wildchat-tree"
 TASKS = ("ifqc", "simplifier", "judge")
@@ -145,12 +145,7 @@ def _score_heldout(task: str, model_dir: Path, script: Mapping[str, Any], traini
 
 
 def _conversation_cap() -> int | None:
-    value = os.environ.get(EVAL_CONVERSATIONS_ENV)
-    if not value:
-        return None
-    if not value.isdigit() or int(value) < 1:
-        raise ValueError(f"{EVAL_CONVERSATIONS_ENV} must be a positive integer, got {value!r}")
-    return int(value)
+    return positive_int_setting(EVAL_CONVERSATIONS_ENV)
 
 
 def evaluate_reconstruction(tree_dir: Path, ifqc_dir: Path, simplifier_dir: Path, judge_dir: Path, *,
@@ -204,10 +199,7 @@ def evaluate_reconstruction(tree_dir: Path, ifqc_dir: Path, simplifier_dir: Path
 def llm_conversation_cap() -> int:
     """How many test conversations the release's LLM baseline reconstructs (:data:`LLM_CONVERSATIONS_ENV`,
     else :data:`LLM_CONVERSATIONS`), never more than the reconstruction's own cap."""
-    value = os.environ.get(LLM_CONVERSATIONS_ENV)
-    if value and (not value.isdigit() or int(value) < 1):
-        raise ValueError(f"{LLM_CONVERSATIONS_ENV} must be a positive integer, got {value!r}")
-    cap = int(value) if value else LLM_CONVERSATIONS
+    cap = positive_int_setting(LLM_CONVERSATIONS_ENV, LLM_CONVERSATIONS)
     return min(cap, _conversation_cap() or cap)
 
 

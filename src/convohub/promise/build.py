@@ -20,6 +20,7 @@ from typing import Any
 from convohub.hub import markdown_table
 from convohub.promise.settings import DIALOGUES_ENV, SOURCE_ENV
 from convohub.promise.simulate import LoopSettings
+from convohub.registry import positive_int_setting
 
 #: Tiny profile: 24 dialogues (12 validation, 12 test at most), each setting measured on the 2-core EPYC with
 #: SmolLM2 as the agent (README.md has every variant's figures):
@@ -45,11 +46,9 @@ def loop_settings(profile: str, seed: int) -> LoopSettings:
         raise ValueError(f"unknown profile {profile!r} (tiny, paper)")
     base = TINY if profile == "tiny" else PAPER
     values = {**asdict(base), "seed": seed}
-    override = os.environ.get(DIALOGUES_ENV)
-    if override:
-        if not override.isdigit() or int(override) < 1:
-            raise ValueError(f"{DIALOGUES_ENV} must be a positive integer, got {override!r}")
-        values["n_dialogues"] = int(override)
+    override = positive_int_setting(DIALOGUES_ENV)
+    if override is not None:
+        values["n_dialogues"] = override
     return LoopSettings(**values)
 
 

@@ -22,7 +22,7 @@ from typing import Any
 
 from convohub.hub import read_json
 from convohub.model_spec import ARTIFACT_KINDS, artifact_name
-from convohub.registry import DatasetBuilder, Step, System
+from convohub.registry import DatasetBuilder, Step, System, positive_int_setting
 from convohub.scoring import Benchmark
 
 POLICY_ENV = "CONVOHUB_WILDFEEDBACK_POLICY"
@@ -110,11 +110,11 @@ def _build_dataset(ctx: Any, source: Path | None) -> Path:
                                     "sat_dsat_annotation.json and/or user_preference.json")
         return build_from_source(ctx.target, ctx.repo, Path(source))
     tiny = ctx.profile == "tiny"
-    episodes = int(os.environ.get(ON_POLICY_EPISODES_ENV, TINY_ON_POLICY_EPISODES))
+    episodes = positive_int_setting(ON_POLICY_EPISODES_ENV, TINY_ON_POLICY_EPISODES)
     settings = (Settings(seed=ctx.seed, on_policy_max_episodes=episodes,
                          response_max_new_tokens=TINY_RESPONSE_NEW_TOKENS) if tiny
                 else Settings(seed=ctx.seed, test_clusters=70, test_per_cluster=10))
-    users = int(os.environ.get(USERS_ENV, DEFAULT_USERS))
+    users = positive_int_setting(USERS_ENV, DEFAULT_USERS)
     labeller, style, comparison = _labelling(ctx)
     from convohub.wildfeedback.identify import labeller_label
 
