@@ -12,7 +12,7 @@ import importlib
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, overload
 
 if TYPE_CHECKING:  # pragma: no cover
     from convohub.release import ReleaseContext
@@ -50,6 +50,10 @@ MODEL_SPECS: tuple[str, ...] = (
 )
 
 
+@overload
+def positive_int_setting(name: str, default: int) -> int: ...
+@overload
+def positive_int_setting(name: str, default: None = None) -> int | None: ...
 def positive_int_setting(name: str, default: int | None = None) -> int | None:
     """The positive integer the environment variable ``name`` holds (a step's count setting, such as a smoke
     test's dialogue or conversation cap), ``default`` when it is unset or empty; any other value is an error
