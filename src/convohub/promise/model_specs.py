@@ -120,7 +120,7 @@ def _common(card: CardInput) -> dict[str, Any]:
 
 def encoder_card(card: CardInput) -> CardValues:
     """The encoder card's metadata and values (measured numbers, the base model the run's arguments name)."""
-    from convohub.promise.simulators import NONE_OPTION
+    from convohub.promise.simulators import NONE_OPTION, SEQUENCE
 
     r = card.results
     task, before, after, majority = r["task"], r["before"], r["after"], r["majority"]
@@ -133,7 +133,7 @@ def encoder_card(card: CardInput) -> CardValues:
     cv = r["cv"].get("scores")
     training = r["training"]
     steps = int(training.get("max_steps", -1))
-    head = str(training.get("head", "sequence")).replace("-", "_")
+    head = str(training.get("head", SEQUENCE)).replace("-", "_")
     values = {
         **_common(card), "task": task, "task_name": TASK_NAMES[task], "what": Block(f"what_{task}"),
         "head": Block(f"head_{head}"), "usage": Block(f"usage_{head}"), "none_option": NONE_OPTION,

@@ -43,21 +43,21 @@ class Simulator(Protocol):
 
 
 #: the encoders' heads: a classifier over one text pair, or one score per option (Task 2 only)
-HEADS = ("sequence", "multiple-choice")
+SEQUENCE, MULTIPLE_CHOICE = HEADS = ("sequence", "multiple-choice")
 #: the text of the fifth option of a multiple-choice Task 2 encoder (label 4, "none")
 NONE_OPTION = "None of these questions helps."
 
 
 def head_of(config: Any) -> str:
     """The head a saved encoder was trained with (``promise_head`` in its config; absent: sequence, the paper's)."""
-    return str(getattr(config, "promise_head", "sequence"))
+    return str(getattr(config, "promise_head", SEQUENCE))
 
 
 def encoder_class(head: str) -> Any:
     """The transformers Auto class of an encoder with ``head`` (training, loading and the tests build from it)."""
     from transformers import AutoModelForMultipleChoice, AutoModelForSequenceClassification
 
-    return AutoModelForMultipleChoice if head == "multiple-choice" else AutoModelForSequenceClassification
+    return AutoModelForMultipleChoice if head == MULTIPLE_CHOICE else AutoModelForSequenceClassification
 
 
 def option_pairs(item: Mapping[str, Any]) -> list[tuple[str, str]]:
@@ -81,7 +81,7 @@ def class_probabilities(model: Any, tokenizer: Any, items: Sequence[Mapping[str,
     softmax over the options' scores)."""
     import torch
 
-    choices = head_of(model.config) == "multiple-choice"
+    choices = head_of(model.config) == MULTIPLE_CHOICE
     out: list[list[float]] = []
     with torch.inference_mode():
         for start in range(0, len(items), batch_size):

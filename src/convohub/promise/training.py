@@ -27,6 +27,7 @@ from typing import Any
 
 from convohub.hub import atomic_write_text, dump_json
 from convohub.promise.records import label_names
+from convohub.promise.simulators import HEADS, MULTIPLE_CHOICE, SEQUENCE
 
 EVAL_FILE = "eval_results.json"
 
@@ -41,7 +42,7 @@ class EncoderArguments:
         "help": "encoder: Hub id, local folder, or minilm (the bundled all-MiniLM-L6-v2)"})
     max_length: int = field(default=256, metadata={"help": "longest input pair in tokens"})
     folds: int = field(default=4, metadata={"help": "cross-validation folds on validation (paper: 4; 1 = none)"})
-    head: str = field(default="sequence", metadata={
+    head: str = field(default=SEQUENCE, metadata={
         "help": "'sequence': a classifier over one text pair (the paper's); 'multiple-choice' (Task 2 only): one "
                 "score per option, the four suggestions and 'none'"})
     class_weighting: str = field(default="none", metadata={
@@ -64,7 +65,7 @@ def _encode(tokenizer: Any, items: Sequence[Mapping[str, Any]], max_length: int,
     from convohub.promise.simulators import encoder_text, option_pairs
 
     labels = [int(i["label"]) for i in items]
-    if head == "multiple-choice":
+    if head == MULTIPLE_CHOICE:
         rows = []
         for item, label in zip(items, labels, strict=True):
             pairs = option_pairs(item)
@@ -78,15 +79,13 @@ def _encode(tokenizer: Any, items: Sequence[Mapping[str, Any]], max_length: int,
 
 def check_head(task: str, head: str) -> None:
     """Reject a head the task cannot have, naming the choices."""
-    from convohub.promise.simulators import HEADS
-
     if head not in HEADS:
         raise ValueError(f"head must be one of {', '.join(HEADS)}, got {head!r}")
-    if head == "multiple-choice" and task != "task2":
+    if head == MULTIPLE_CHOICE and task != "task2":
         raise ValueError(f"the multiple-choice head scores Task 2's options; {task} has none: use head 'sequence'")
 
 
-def fresh_classifier(task: str, path: str, head: str = "sequence") -> Any:
+def fresh_classifier(task: str, path: str, head: str = SEQUENCE) -> Any:
     """An encoder for ``task`` with a new (untrained) head and the task's labels (``head``: see
     :data:`convohub.promise.simulators.HEADS`; the config records it as ``promise_head``)."""
     from convohub.promise.simulators import encoder_class
@@ -131,7 +130,7 @@ def _train(task: str, args: EncoderArguments, training_args: Any, items: Sequenc
 
     fold_args = copy.deepcopy(training_args)
     fold_args.output_dir = output_dir
-    collator = DataCollatorForMultipleChoice(tokenizer) if args.head == "multiple-choice" else \
+    collator = DataCollatorForMultipleChoice(tokenizer) if args.head == MULTIPLE_CHOICE else \
         DataCollatorWithPadding(tokenizer)
     trainer = Trainer(model=model, args=fold_args, train_dataset=_encode(tokenizer, items, args.max_length, args.head),
                       data_collator=collator, processing_class=tokenizer, compute_loss_func=loss)
