@@ -342,5 +342,23 @@ def main(argv: Sequence[str] | None = None) -> int:
         return 2
 
 
-if __name__ == "__main__":  # pragma: no cover
+def _exit_on_sigterm() -> None:
+    """Make SIGTERM (``kill``, a scheduler stopping a job, ``timeout``) end the command the way Ctrl-C does,
+    through the ``finally`` blocks: a training subprocess is stopped with the release
+    (:func:`convohub.training.launch.run_script`) instead of training on, orphaned."""
+    import signal
+
+    def stop(signum: int, _frame: object) -> None:
+        raise SystemExit(128 + signum)
+
+    signal.signal(signal.SIGTERM, stop)
+
+
+def run() -> None:
+    """The ``convohub`` command."""
+    _exit_on_sigterm()
     sys.exit(main())
+
+
+if __name__ == "__main__":  # pragma: no cover
+    run()

@@ -9,14 +9,19 @@ GPU of a node (``multi_gpu_ddp.yaml``, the paper profile) and the scripts save o
 default below.
 
 A failed run raises :class:`TrainingFailed` naming the script, the recipe and the command, with the last
-lines of its output, so a release step's error says what to re-run by hand.
+lines of its output, so a release step's error says what to re-run by hand. A run whose caller is stopped
+(Ctrl-C, or SIGTERM through the ``convohub`` command) is stopped with it: the launcher and its workers run in
+a process group of their own, which is ended as a whole, so no orphaned trainer goes on writing into the work
+folder that a resumed release trains into again.
 """
 
 from __future__ import annotations
 
 import os
+import signal
 import subprocess
 import sys
+import time
 from collections import deque
 from collections.abc import Sequence
 from pathlib import Path
@@ -53,6 +58,29 @@ def launch_command(script: Path, recipe: Path, args: Sequence[str] = (), *, prof
             str(accelerate_config(profile, config)), str(script), "--config", str(recipe), *map(str, args)]
 
 
+def stop_process_group(proc: subprocess.Popen, grace: float = 30.0) -> None:
+    """End ``proc`` (started with ``start_new_session=True``) and every process of its group: SIGTERM, then
+    SIGKILL for whatever is still there after ``grace`` seconds. accelerate's launcher does not pass a signal
+    on to its workers, so the group is signalled, not the launcher alone."""
+    if not hasattr(os, "killpg"):  # no process groups (Windows): the direct child only
+        proc.kill()
+        proc.wait()
+        return
+    for sig, wait in ((signal.SIGTERM, grace), (signal.SIGKILL, 10.0)):
+        try:
+            os.killpg(proc.pid, sig)
+        except ProcessLookupError:
+            return
+        deadline = time.monotonic() + wait
+        while time.monotonic() < deadline:
+            proc.poll()  # reap the launcher, so that a finished group is seen as gone
+            try:
+                os.killpg(proc.pid, 0)
+            except ProcessLookupError:
+                return
+            time.sleep(0.1)
+
+
 def run_script(script: Path, recipe: Path, args: Sequence[str] = (), *, profile: str = "tiny",
                config: str | os.PathLike[str] | None = None, log_file: Path | None = None) -> None:
     """Launch ``script`` with ``recipe`` and CLI overrides ``args``; stream its output; raise on failure.
@@ -65,14 +93,18 @@ def run_script(script: Path, recipe: Path, args: Sequence[str] = (), *, profile:
     handle = log_file.open("w", encoding="utf-8") if log_file is not None else None
     try:
         with subprocess.Popen(command, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
-                              env=env, bufsize=1) as proc:
+                              env=env, bufsize=1, start_new_session=True) as proc:
             assert proc.stdout is not None
-            for line in proc.stdout:
-                tail.append(line.rstrip())
-                if handle is not None:
-                    handle.write(line)
-                print(f"      {line.rstrip()}", flush=True)
-            code = proc.wait()
+            try:
+                for line in proc.stdout:
+                    tail.append(line.rstrip())
+                    if handle is not None:
+                        handle.write(line)
+                    print(f"      {line.rstrip()}", flush=True)
+                code = proc.wait()
+            except BaseException:
+                stop_process_group(proc)
+                raise
     finally:
         if handle is not None:
             handle.close()
