@@ -19,8 +19,8 @@ from convohub.hub import folder_digest, read_card
 
 pytestmark = [pytest.mark.slow, pytest.mark.heavy]
 NS = "convohub"
-#: The release as the test runs it: the tiny recipe cut to one optimiser step (~20 s on 2 cores, not ~3 min);
-#: the fixture and the byte-identical re-run each train once.
+#: The release as the test runs it: the tiny recipe cut to one optimiser step (~20 s on 2 cores; the recipe's 10
+#: take ~3 min); the fixture and the byte-identical re-run each train once.
 SMOKE = ["--max-train-steps", "1"]
 
 
