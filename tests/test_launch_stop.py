@@ -18,9 +18,9 @@ pytestmark = pytest.mark.slow
 DRIVER = """
 import sys
 from pathlib import Path
-from convohub.cli import _exit_on_sigterm
+from convohub.training.launch import exit_on_sigterm
 from convohub.training.launch import run_script
-_exit_on_sigterm()
+exit_on_sigterm()
 run_script(Path(sys.argv[1]), Path(sys.argv[2]), ["--pid", sys.argv[3]])
 """
 

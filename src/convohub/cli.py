@@ -74,6 +74,11 @@ def make_parser() -> argparse.ArgumentParser:
     rel.add_argument("--max-train-steps", type=int, default=None, metavar="N",
                      help="stop every training run after N optimiser steps: a smoke run of the whole "
                           "pipeline (the cards report the steps run; the numbers are not the recipe's)")
+    rel.add_argument("--jobs", type=int, default=None, metavar="N",
+                     help="run N systems side by side, each in a process of its own on its share of the cores "
+                          "(its steps and training runs alike). Default: 2 for the tiny profile on two or more "
+                          "cores, where most LLM steps decode one sequence at a time and leave a core idle; 1 "
+                          "for the paper profile, whose training runs take every GPU")
     _add_target_args(rel)
 
     ds = sub.add_parser("datasets", help="build one dataset repository folder")
@@ -149,12 +154,18 @@ def _cmd_release(args: argparse.Namespace) -> int:
             steps = ", ".join(f"{s.kind}:{s.name}" for s in system.steps)
             print(f"{name:16s} {system.title}\n{'':16s} {steps}")
         return 0
+    from convohub.release_parallel import default_jobs
+
     target = _target(args)
     llm, use_rules = _llm_choice(args)
+    jobs = default_jobs(args.profile) if args.jobs is None else args.jobs
+    if jobs < 1:
+        raise SystemExit(f"convohub release: --jobs must be >= 1, got {jobs}")
     records, failure = run_release(out=target.root, profile=args.profile, only=args.only,
                                    namespace=target.namespace, push=target.push, token=target.token,
                                    seed=args.seed, force=args.force, llm=llm, use_rules=use_rules,
-                                   max_train_steps=args.max_train_steps)
+                                   max_train_steps=args.max_train_steps, jobs=jobs,
+                                   llm_spec=None if use_rules else getattr(args, "llm", None))
     print("\n" + summary_table(records))
     if failure is not None:
         print(f"\nconvohub release: FAILED at {failure.system}/{failure.step}: {failure.cause}", file=sys.stderr)
@@ -342,21 +353,11 @@ def main(argv: Sequence[str] | None = None) -> int:
         return 2
 
 
-def _exit_on_sigterm() -> None:
-    """Make SIGTERM (``kill``, a scheduler stopping a job, ``timeout``) end the command the way Ctrl-C does,
-    through the ``finally`` blocks: a training subprocess is stopped with the release
-    (:func:`convohub.training.launch.run_script`) instead of training on, orphaned."""
-    import signal
-
-    def stop(signum: int, _frame: object) -> None:
-        raise SystemExit(128 + signum)
-
-    signal.signal(signal.SIGTERM, stop)
-
-
 def run() -> None:
     """The ``convohub`` command."""
-    _exit_on_sigterm()
+    from convohub.training.launch import exit_on_sigterm
+
+    exit_on_sigterm()
     sys.exit(main())
 
 

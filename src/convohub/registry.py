@@ -122,6 +122,12 @@ class System:
     #: leaderboard benchmarks (convohub.scoring.Benchmark) scored by ``convohub evaluate NAME FILE``
     benchmarks: tuple[Any, ...] = ()
     extras: Mapping[str, Any] = field(default_factory=dict)
+    #: the systems whose artifacts its steps read (ReQAP reads PerQA's dataset): a release that runs systems
+    #: side by side (``--jobs``) starts this one only after those finished
+    needs: tuple[str, ...] = ()
+    #: rough minutes of its tiny release on a 2-core machine; the side-by-side release starts the longest
+    #: chains first, so that its processes end close together
+    cost: float = 1.0
 
 
 def load_systems() -> dict[str, System]:

@@ -328,12 +328,32 @@ def run_release(
     llm: Any = None,
     use_rules: bool = False,
     max_train_steps: int | None = None,
+    jobs: int = 1,
+    llm_spec: str | None = None,
 ) -> tuple[list[StepRecord], StepFailed | None]:
-    """Run the release for the selected systems; returns the step records and the failure, if any."""
+    """Run the release for the selected systems; returns the step records and the failure, if any.
+
+    ``jobs`` > 1 runs that many systems side by side, each in a process of its own
+    (:mod:`convohub.release_parallel`); those processes build their LLM backend from ``llm_spec`` (a
+    ``--llm`` spec) or, without one, from the ``CONVOHUB_LLM_*`` environment (as the ``convohub`` command
+    does), so a backend object passed as ``llm`` needs one of them.
+    """
     systems = load_systems()
     unknown = sorted(set(only or ()) - set(systems))
     if unknown:
         raise KeyError(f"unknown system(s) {unknown}; registered: {', '.join(systems)}")
+    if jobs < 1:
+        raise ValueError(f"jobs must be >= 1, got {jobs}")
+    selected = {name: system for name, system in systems.items() if not only or name in only}
+    if jobs > 1 and len(selected) > 1:
+        from convohub.llm.factory import configured_base_url
+
+        if llm is not None and llm_spec is None and configured_base_url() is None:
+            raise ValueError("a release with jobs > 1 starts a process per system, which cannot share the llm "
+                             "object: pass llm_spec (the --llm spec it was made from), or jobs=1")
+        return _run_side_by_side(selected, jobs, out=Path(out).resolve(), profile=profile, namespace=namespace,
+                                 push=push, token=token, seed=seed, force=force, llm_spec=llm_spec,
+                                 use_rules=use_rules, max_train_steps=max_train_steps)
     target = HubTarget(root=Path(out).resolve(), namespace=namespace, push=push, token=token)
     ctx = ReleaseContext(profile=profile, target=target, work_dir=target.root / ".convohub-work", seed=seed,
                          llm=llm, use_rules=use_rules, max_train_steps=max_train_steps)
@@ -348,6 +368,27 @@ def run_release(
             records.append(StepRecord(failure.system, failure.step, "failed", 0.0, str(failure.cause)))
             return _dedupe(records), failure
     return records, None
+
+
+def _run_side_by_side(systems: Mapping[str, System], jobs: int, *, out: Path, token: str | None,
+                      **options: Any) -> tuple[list[StepRecord], StepFailed | None]:
+    import shutil
+
+    from convohub.release_parallel import ReleaseOptions, process_launcher, run_side_by_side, work_folder
+
+    if options["max_train_steps"] is not None and options["max_train_steps"] < 1:
+        raise ValueError(f"max_train_steps must be >= 1, got {options['max_train_steps']}")
+    if options["profile"] not in PROFILES:
+        raise ValueError(f"profile must be one of {PROFILES}, got {options['profile']!r}")
+    work = work_folder(out)
+    launch = process_launcher(ReleaseOptions(out=str(out), **options), token, work)
+    rows, failed = run_side_by_side(systems, jobs, launch, work)
+    shutil.rmtree(work, ignore_errors=True)
+    records = [StepRecord(**row) for row in rows]
+    failure = None
+    if failed is not None:
+        failure = StepFailed(failed["system"], failed["step"], RuntimeError(failed["cause"]))
+    return records, failure
 
 
 def _dedupe(records: list[StepRecord]) -> list[StepRecord]:

@@ -29,4 +29,5 @@ SYSTEM = System(
     name="metrics",
     title="Evaluation metrics (evaluate modules)",
     steps=(Step("space", "metric-spaces", _export_metric_spaces),),
+    cost=0.1,
 )

@@ -106,4 +106,6 @@ SYSTEM = System(
     ),
     space="reqap",
     add_cli=_add_cli,
+    needs=("perqa",),
+    cost=19.4,
 )

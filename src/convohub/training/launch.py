@@ -81,6 +81,17 @@ def stop_process_group(proc: subprocess.Popen, grace: float = 30.0) -> None:
             time.sleep(0.1)
 
 
+def exit_on_sigterm() -> None:
+    """Make SIGTERM (``kill``, a scheduler stopping a job, ``timeout``, a side-by-side release stopping its
+    systems) end this process the way Ctrl-C does, through the ``finally`` blocks: a training subprocess is
+    stopped with its caller (:func:`run_script`) instead of training on, orphaned."""
+
+    def stop(signum: int, _frame: object) -> None:
+        raise SystemExit(128 + signum)
+
+    signal.signal(signal.SIGTERM, stop)
+
+
 def run_script(script: Path, recipe: Path, args: Sequence[str] = (), *, profile: str = "tiny",
                config: str | os.PathLike[str] | None = None, log_file: Path | None = None) -> None:
     """Launch ``script`` with ``recipe`` and CLI overrides ``args``; stream its output; raise on failure.

@@ -457,4 +457,5 @@ SYSTEM = System(
     space="wildfeedback",
     benchmarks=(BENCHMARK,),
     add_cli=add_cli,
+    cost=17.6,
 )
