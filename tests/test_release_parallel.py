@@ -107,6 +107,16 @@ def test_a_stopped_release_stops_its_running_systems(tmp_path: Path) -> None:
     assert children[0].poll() == -signal.SIGTERM
 
 
+def test_a_backend_object_without_its_spec_cannot_reach_the_processes(tmp_path: Path,
+                                                                       monkeypatch: pytest.MonkeyPatch) -> None:
+    from convohub.release import run_release
+
+    monkeypatch.delenv("CONVOHUB_LLM_BASE_URL", raising=False)
+    with pytest.raises(ValueError, match="pass llm_spec"):
+        run_release(out=tmp_path, only=["metrics", "perqa"], jobs=2, llm=object())
+    assert not (tmp_path / ".convohub-work").exists()
+
+
 def test_jobs_must_be_positive(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
     with pytest.raises(SystemExit, match="--jobs must be >= 1, got 0"):
         main(["release", "--only", "metrics", "perqa", "--out", str(tmp_path), "--jobs", "0"])

@@ -174,9 +174,12 @@ def test_promise_space_plays_a_turn_and_charts_the_simulator(browser: Any, apps:
     with serve(apps["promise"]) as (url, _):
         visit = Visit(browser, url, until_idle=False)
         visit.click("Start")  # the example intent and first question are the textboxes' defaults
+        choose = visit.page.get_by_role("button", name="Choose", exact=True).element_handle()
+        visit.page.wait_for_function("el => el.disabled", arg=choose)  # no choice while the turn is written
         visit.page.get_by_text("SQ4", exact=True).first.wait_for(timeout=120_000)  # four suggestions (SmolLM2)
         # the turn's last output (the dialogue state) has arrived, so Choose continues this dialogue
         assert visit.text_of("dialogue state (JSON; the API's /choose takes it back)").startswith('{"intent"')
+        visit.page.wait_for_function("el => !el.disabled", arg=choose)
         visit.page.get_by_label("none helps", exact=True).check()
         visit.click("Choose")
         # the first Choose loads the trained simulator: 30 s was not enough with the other test worker and a

@@ -111,15 +111,19 @@ with gr.Blocks(title="ProMISe explorer") as demo:
     # hand it back to /choose (any dialogue can be continued), and a browser sees when a turn has fully arrived
     # (it comes ~1.5 s after the suggestions table is drawn; a Choose clicked before that had no dialogue).
     state = gr.Textbox(label="dialogue state (JSON; the API's /choose takes it back)", lines=2, max_lines=4)
-    gr.Button("Start", variant="primary").click(start, [intent, question], [suggestions, dialogue, state],
-                                                api_name="start")
+    start_button = gr.Button("Start", variant="primary")
     choice = gr.Radio([CHOICE_LABELS[a] for a in CHOICES], value=CHOICE_LABELS["sq1"], label="your choice")
     comparison = gr.Textbox(label="you vs the simulator")
     chart = gr.BarPlot(x="choice", y="probability", color="who", y_lim=[0, 1],
                        sort=[CHOICE_LABELS[a] for a in CHOICES], elem_id="simulator-chart",
                        label="the simulator's probability for each choice")
-    gr.Button("Choose").click(pick, [choice, state], [comparison, chart, suggestions, dialogue, state],
-                              api_name="choose")
+    choose_button = gr.Button("Choose")
+    choose_button.click(pick, [choice, state], [comparison, chart, suggestions, dialogue, state], api_name="choose")
+    # Choose waits while a Start runs: a choice made then would continue the previous dialogue's state.
+    (start_button.click(lambda: gr.Button(interactive=False), None, choose_button, queue=False,
+                        api_visibility="private")
+     .then(start, [intent, question], [suggestions, dialogue, state], api_name="start")
+     .then(lambda: gr.Button(interactive=True), None, choose_button, queue=False, api_visibility="private"))
 
 # One request at a time (one shared model on a CPU Space); up to 128 visitors wait in the queue instead of
 # being refused. benchmarks/bench_spaces.py checks that 50 concurrent clients all get answers.

@@ -344,6 +344,9 @@ def run_release(
         raise KeyError(f"unknown system(s) {unknown}; registered: {', '.join(systems)}")
     if jobs < 1:
         raise ValueError(f"jobs must be >= 1, got {jobs}")
+    target = HubTarget(root=Path(out).resolve(), namespace=namespace, push=push, token=token)
+    ctx = ReleaseContext(profile=profile, target=target, work_dir=target.root / ".convohub-work", seed=seed,
+                         llm=llm, use_rules=use_rules, max_train_steps=max_train_steps)  # checks the options
     selected = {name: system for name, system in systems.items() if not only or name in only}
     if jobs > 1 and len(selected) > 1:
         from convohub.llm.factory import configured_base_url
@@ -351,16 +354,10 @@ def run_release(
         if llm is not None and llm_spec is None and configured_base_url() is None:
             raise ValueError("a release with jobs > 1 starts a process per system, which cannot share the llm "
                              "object: pass llm_spec (the --llm spec it was made from), or jobs=1")
-        return _run_side_by_side(selected, jobs, out=Path(out).resolve(), profile=profile, namespace=namespace,
-                                 push=push, token=token, seed=seed, force=force, llm_spec=llm_spec,
-                                 use_rules=use_rules, max_train_steps=max_train_steps)
-    target = HubTarget(root=Path(out).resolve(), namespace=namespace, push=push, token=token)
-    ctx = ReleaseContext(profile=profile, target=target, work_dir=target.root / ".convohub-work", seed=seed,
-                         llm=llm, use_rules=use_rules, max_train_steps=max_train_steps)
+        return _run_side_by_side(selected, jobs, target, profile=profile, seed=seed, force=force,
+                                 llm_spec=llm_spec, use_rules=use_rules, max_train_steps=max_train_steps)
     records: list[StepRecord] = []
-    for name, system in systems.items():
-        if only and name not in only:
-            continue
+    for name, system in selected.items():
         print(f"== {system.title} ({name}), profile {profile}", flush=True)
         try:
             records += run_system(system, ctx, force=force)
@@ -370,18 +367,16 @@ def run_release(
     return records, None
 
 
-def _run_side_by_side(systems: Mapping[str, System], jobs: int, *, out: Path, token: str | None,
+def _run_side_by_side(systems: Mapping[str, System], jobs: int, target: HubTarget,
                       **options: Any) -> tuple[list[StepRecord], StepFailed | None]:
     import shutil
 
     from convohub.release_parallel import ReleaseOptions, process_launcher, run_side_by_side, work_folder
 
-    if options["max_train_steps"] is not None and options["max_train_steps"] < 1:
-        raise ValueError(f"max_train_steps must be >= 1, got {options['max_train_steps']}")
-    if options["profile"] not in PROFILES:
-        raise ValueError(f"profile must be one of {PROFILES}, got {options['profile']!r}")
+    out = target.root
+    options |= {"out": str(out), "namespace": target.namespace, "push": target.push}
     work = work_folder(out)
-    launch = process_launcher(ReleaseOptions(out=str(out), **options), token, work)
+    launch = process_launcher(ReleaseOptions(**options), target.token, work)
     rows, failed = run_side_by_side(systems, jobs, launch, work)
     shutil.rmtree(work, ignore_errors=True)
     records = [StepRecord(**row) for row in rows]
