@@ -29,6 +29,12 @@ def test_the_longest_chain_starts_first() -> None:
     assert start_order(systems) == ["perqa", "reqap", "promise", "aqa", "corpus"]
 
 
+def test_systems_that_need_each_other_are_refused() -> None:
+    systems = {s.name: s for s in (_system("a", 1, ("c",)), _system("b", 1, ("a",)), _system("c", 1, ("b",)))}
+    with pytest.raises(ValueError, match=r"the systems a -> b -> c -> a need each other"):
+        start_order(systems)
+
+
 class ToyLauncher:
     """Starts, for each system, a Python process that sleeps, then writes its records (or fails, or dies)."""
 

@@ -93,9 +93,13 @@ def start_order(systems: Mapping[str, System]) -> list[str]:
     dependents = {name: [other for other in names if name in systems[other].needs] for name in names}
     chain: dict[str, float] = {}
 
-    def length(name: str) -> float:
+    def length(name: str, path: tuple[str, ...] = ()) -> float:
+        if name in path:
+            raise ValueError(f"the systems {' -> '.join((*path, name))} need each other (System.needs): "
+                             "no order can run them")
         if name not in chain:
-            chain[name] = systems[name].cost + max((length(d) for d in dependents[name]), default=0.0)
+            chain[name] = systems[name].cost + max((length(d, (*path, name)) for d in dependents[name]),
+                                                   default=0.0)
         return chain[name]
 
     return sorted(names, key=lambda name: (-length(name), names.index(name)))
