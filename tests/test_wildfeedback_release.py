@@ -19,6 +19,8 @@ NS = "convohub"
 SMOKE = ["--max-train-steps", "1"]
 #: on-policy episodes answered by SmolLM2 (the tiny profile's 96 take ~5 minutes on 2 cores)
 EPISODES = "6"
+#: test instances answered by the three models and judged (the tiny profile's 16)
+EVAL_ITEMS = "6"
 
 
 @pytest.fixture(scope="module")
@@ -27,6 +29,7 @@ def release_root(tmp_path_factory: pytest.TempPathFactory) -> Path:
     with pytest.MonkeyPatch.context() as mp:
         mp.setenv("CONVOHUB_WILDFEEDBACK_USERS", "60")
         mp.setenv("CONVOHUB_WILDFEEDBACK_ON_POLICY_EPISODES", EPISODES)
+        mp.setenv("CONVOHUB_WILDFEEDBACK_EVAL_ITEMS", EVAL_ITEMS)
         assert main(["release", "--only", "wildfeedback", "--out", str(root), *SMOKE]) == 0
     return root
 
@@ -64,6 +67,7 @@ def test_aligned_model_loads_and_card_has_measured_judge_results(release_root: P
     assert meta["base_model"] == "HuggingFaceTB/SmolLM2-135M-Instruct" and meta["license"] == "apache-2.0"
     metrics = {m["type"]: m for r in meta["model-index"][0]["results"] for m in r["metrics"]}
     assert measured["judge"] == "HuggingFaceTB/SmolLM2-135M-Instruct" and measured["prompt_style"] == "pointwise"
+    assert measured["n"] == int(EVAL_ITEMS)
     for label in ("sft", "base"):
         w = measured["comparisons"][label]["with_checklist"]
         assert w["n_judged"] + w["parse_failures"] // 2 <= measured["n"]
@@ -91,6 +95,7 @@ def test_rerun_resumes_and_changes_nothing(release_root: Path) -> None:
     with pytest.MonkeyPatch.context() as mp:
         mp.setenv("CONVOHUB_WILDFEEDBACK_USERS", "60")
         mp.setenv("CONVOHUB_WILDFEEDBACK_ON_POLICY_EPISODES", EPISODES)
+        mp.setenv("CONVOHUB_WILDFEEDBACK_EVAL_ITEMS", EVAL_ITEMS)
         assert main(["release", "--only", "wildfeedback", "--out", str(release_root), *SMOKE]) == 0
     after = {k: v for k, v in folder_digest(release_root).items() if not k.startswith(".convohub-work")}
     assert after == before

@@ -32,6 +32,8 @@ USERS_ENV = "CONVOHUB_WILDFEEDBACK_USERS"
 ON_POLICY_EPISODES_ENV = "CONVOHUB_WILDFEEDBACK_ON_POLICY_EPISODES"
 #: Tiny profile: test instances judged and answer length, sized so train + evaluate fit ~7 min on 2 cores.
 TINY_EVAL_ITEMS, TINY_EVAL_NEW_TOKENS = 16, 48
+#: Overrides the number of test instances judged (TINY_EVAL_ITEMS, or all of them in the paper profile).
+EVAL_ITEMS_ENV = "CONVOHUB_WILDFEEDBACK_EVAL_ITEMS"
 #: Tiny profile: training users' episodes the policy (SmolLM2) answers with and without the preferences, and
 #: the length of those answers (~42 tokens/s batched on 2 cores: 2 x 96 x 64 tokens take ~5 min).
 TINY_ON_POLICY_EPISODES, TINY_RESPONSE_NEW_TOKENS = 96, 64
@@ -234,7 +236,8 @@ def _step_evaluate(ctx: Any) -> dict[str, Any]:
     tiny = ctx.profile == "tiny"
     results = evaluation.evaluate(
         str(dpo_dir), {"sft": str(sft_dir), "base": str(sft["base_model"])},
-        _dataset_dir(ctx), judge=judge, limit=TINY_EVAL_ITEMS if tiny else None,
+        _dataset_dir(ctx), judge=judge,
+        limit=positive_int_setting(EVAL_ITEMS_ENV) or (TINY_EVAL_ITEMS if tiny else None),
         max_new_tokens=TINY_EVAL_NEW_TOKENS if tiny else 512, max_prompt_length=dpo["max_prompt_length"])
     results |= {"judge_agreement": agreement, "sft": sft, "dpo": dpo}  # everything the card reports
     ctx.log(evaluation.format_table(results))
@@ -446,7 +449,7 @@ SYSTEM = System(
         Step("build", "wildfeedback", _step_build,
              settings=(POLICY_ENV, JUDGE_ENV, USERS_ENV, ON_POLICY_EPISODES_ENV)),
         Step("train", "wildfeedback-sft-dpo", _step_train, inputs=_train_inputs, reads=DATASET_READS),
-        Step("evaluate", "wildfeedback-checklist-judge", _step_evaluate,
+        Step("evaluate", "wildfeedback-checklist-judge", _step_evaluate, settings=(EVAL_ITEMS_ENV,),
              reads=(SFT_DIR_ARTIFACT, DPO_ARTIFACTS["dir"], *DATASET_READS)),
         Step("card", "wildfeedback-card", _step_card, inputs=_card_inputs,
              reads=(DPO_ARTIFACTS["eval_path"], DPO_ARTIFACTS["dir"])),
