@@ -176,7 +176,7 @@ def _cmd_release(args: argparse.Namespace) -> int:
 
 def _llm_choice(args: argparse.Namespace) -> tuple[object, bool]:
     """(configured backend or None, use the rule stand-ins) from ``--llm`` and ``CONVOHUB_LLM_*``."""
-    from convohub.llm import backend_from_env, make_backend
+    from convohub.llm import configured_backend
 
     spec = getattr(args, "llm", None)
     if spec == "rules":
@@ -186,9 +186,7 @@ def _llm_choice(args: argparse.Namespace) -> tuple[object, bool]:
         raise SystemExit(f"convohub: --llm-concurrency must be >= 1, got {concurrency}")
     if concurrency is not None:
         os.environ["CONVOHUB_LLM_CONCURRENCY"] = str(concurrency)  # read by make_backend for endpoints
-    if spec:
-        return make_backend(spec), False
-    return backend_from_env(), False
+    return configured_backend(spec), False
 
 
 def _cmd_datasets(args: argparse.Namespace) -> int:

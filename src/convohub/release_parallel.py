@@ -61,8 +61,6 @@ class ReleaseOptions:
 class Child(Protocol):
     """The part of :class:`subprocess.Popen` the scheduler uses."""
 
-    pid: int
-
     def poll(self) -> int | None: ...
     def wait(self, timeout: float | None = None) -> int: ...
     def send_signal(self, sig: int) -> None: ...
@@ -110,8 +108,8 @@ def child_command(system: str, options_path: Path, records_path: Path) -> list[s
 
 
 def process_launcher(options: ReleaseOptions, token: str | None, work: Path) -> Launcher:
-    """The launcher that starts one system's ``python -m convohub.release_parallel`` process on ``threads``
-    threads."""
+    """The launcher that starts one system's ``python -m convohub.release_parallel`` process on the number of
+    threads it is given."""
     work.mkdir(parents=True, exist_ok=True)
     options_path = work / "options.json"
     options_path.write_text(json.dumps(asdict(options)), encoding="utf-8")
@@ -228,11 +226,9 @@ def main(argv: Sequence[str] | None = None) -> int:
     exit_on_sigterm()
     system, options_path, records_path = argv if argv is not None else sys.argv[1:]
     options = ReleaseOptions(**json.loads(Path(options_path).read_text(encoding="utf-8")))
-    llm = None
-    if not options.use_rules:
-        from convohub.llm import backend_from_env, make_backend
+    from convohub.llm import configured_backend
 
-        llm = make_backend(options.llm_spec) if options.llm_spec else backend_from_env()
+    llm = None if options.use_rules else configured_backend(options.llm_spec)
     records, failure = run_release(out=Path(options.out), profile=options.profile, only=[system],
                                    namespace=options.namespace, push=options.push,
                                    token=os.environ.get("HF_TOKEN"), seed=options.seed, force=options.force,

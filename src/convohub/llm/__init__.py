@@ -16,7 +16,7 @@ from __future__ import annotations
 from typing import TYPE_CHECKING, Any
 
 from .cache import CachedBackend, ResponseCache, cache_key
-from .factory import OFFLINE_SPEC, backend_from_env, default_backend, make_backend
+from .factory import OFFLINE_SPEC, backend_from_env, configured_backend, default_backend, make_backend
 from .jsonparse import JsonParse, parse_json_answer
 from .runner import Parsed, ask_until_parsed, response_summary, run_chat
 from .types import ChatBackend, ChatRequest, ChatResponse, few_shot_messages
@@ -38,6 +38,7 @@ __all__ = [
     "TransformersBackend",
     "ask_until_parsed",
     "backend_from_env",
+    "configured_backend",
     "cache_key",
     "default_backend",
     "few_shot_messages",

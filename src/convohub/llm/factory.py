@@ -155,6 +155,13 @@ def backend_from_env(**kw: Any) -> ChatBackend | None:
         raise ValueError(f"{ENV_BASE_URL}={base!r}: {exc}") from exc
 
 
+def configured_backend(spec: str | None) -> ChatBackend | None:
+    """The backend a user configured: the one ``spec`` names (``--llm SPEC``), else the ``CONVOHUB_LLM_*``
+    endpoint, else None (the steps' offline default). The ``convohub`` command and each process of a
+    side-by-side release resolve it alike."""
+    return make_backend(spec) if spec else backend_from_env()
+
+
 def default_backend(**kw: Any) -> ChatBackend:
     """The LLM every step uses unless the user names another: the endpoint of ``CONVOHUB_LLM_*`` when
     configured, else the offline SmolLM2 model (``OFFLINE_SPEC``). Never a rule-based stand-in: those are
