@@ -141,7 +141,7 @@ PAPER = Settings()
 TINY = replace(
     PAPER, profile="tiny", tokenizer="smollm2", content_words=48, max_attempts=2, intent_source="summary",
     keyword_format="pairs", keywords_grounded=True,
-    topic_clusters=8, topic_batch=16, topic_rounds=3, topic_patience=2, taxonomy_attempts=1, initial_classes=12, max_classes=16,
+    topic_clusters=8, topic_batch=16, topic_rounds=3, topic_patience=1, taxonomy_attempts=1, initial_classes=12, max_classes=16,
     subtopic_ks=(2, 3, 4), subtopic_top_ks=2, subtopic_batch=16, labeller="minilm", keyword_labeller="minilm",
     min_support=6, min_support_user=3, max_per_combination=2, qc_retrieve=30,
 )
