@@ -113,6 +113,21 @@ def test_a_stopped_release_stops_its_running_systems(tmp_path: Path) -> None:
     assert children[0].poll() == -signal.SIGTERM
 
 
+def test_an_interrupted_release_leaves_no_side_by_side_folder(tmp_path: Path,
+                                                              monkeypatch: pytest.MonkeyPatch) -> None:
+    import convohub.release_parallel as parallel
+    from convohub.release import run_release
+
+    def interrupted(*args: object, **kwargs: object) -> None:
+        assert list((tmp_path / ".convohub-work" / "side-by-side").glob("run-*"))  # the run's folder exists
+        raise KeyboardInterrupt
+
+    monkeypatch.setattr(parallel, "run_side_by_side", interrupted)
+    with pytest.raises(KeyboardInterrupt):
+        run_release(out=tmp_path, only=["metrics", "perqa"], jobs=2, use_rules=True)
+    assert not list((tmp_path / ".convohub-work" / "side-by-side").glob("run-*"))
+
+
 def test_a_backend_object_without_its_spec_cannot_reach_the_processes(tmp_path: Path,
                                                                        monkeypatch: pytest.MonkeyPatch) -> None:
     from convohub.release import run_release
@@ -123,7 +138,7 @@ def test_a_backend_object_without_its_spec_cannot_reach_the_processes(tmp_path: 
     assert not (tmp_path / ".convohub-work").exists()
 
 
-def test_jobs_must_be_positive(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+def test_jobs_must_be_positive(tmp_path: Path) -> None:
     with pytest.raises(SystemExit, match="--jobs must be >= 1, got 0"):
         main(["release", "--only", "metrics", "perqa", "--out", str(tmp_path), "--jobs", "0"])
 

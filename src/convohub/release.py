@@ -377,8 +377,10 @@ def _run_side_by_side(systems: Mapping[str, System], jobs: int, target: HubTarge
     options |= {"out": str(out), "namespace": target.namespace, "push": target.push}
     work = work_folder(out)
     launch = process_launcher(ReleaseOptions(**options), target.token, work)
-    rows, failed = run_side_by_side(systems, jobs, launch, work)
-    shutil.rmtree(work, ignore_errors=True)
+    try:
+        rows, failed = run_side_by_side(systems, jobs, launch, work)
+    finally:  # the options and records of this run only; an interrupted release leaves nothing behind
+        shutil.rmtree(work, ignore_errors=True)
     records = [StepRecord(**row) for row in rows]
     failure = None
     if failed is not None:
