@@ -205,7 +205,9 @@ def test_end_to_end_comparison_runs_every_system_on_the_same_questions(dataset: 
     # BM25 as the retriever: the random plumbing cross-encoder has no "relevant" label for RAG's ranking
     components = {**find_release_models(release).specs(), "retriever": "bm25"}
     result = compare_systems(dataset, components, llm, tmp_path, question_ids=ids,
-                             systems=("reqap_sft", "rag", "codegen"), llm_name="scripted")
+                             systems=("reqap_sft", "rag", "codegen"), llm_name="scripted", budget_s=60.0)
+    assert result["budget_s"] == 60.0
+    assert json.loads((tmp_path / "reqap_sft" / f"{SCORES_STAGE}.json").read_text())["fingerprint"]["budget_s"] == 60
     assert result["questions"] == 3 and result["llm"] == "scripted" and set(result["systems"]) == {
         "reqap_sft", "rag", "codegen"}
     for name in result["systems"]:  # every run kept, on exactly these questions
@@ -224,7 +226,7 @@ def test_end_to_end_comparison_runs_every_system_on_the_same_questions(dataset: 
 
     calls = llm.calls  # a second run reads the kept runs back; other questions run again
     assert compare_systems(dataset, components, llm, tmp_path, question_ids=ids,
-                           systems=("reqap_sft", "rag"))["systems"]["rag"] == result["systems"]["rag"]
+                           systems=("reqap_sft", "rag"), budget_s=60.0)["systems"]["rag"] == result["systems"]["rag"]
     assert llm.calls == calls
     # a run made with other weights in the same folders (a retrained model) is not reused
     stage_file = tmp_path / "rag" / f"{SCORES_STAGE}.json"
@@ -233,11 +235,12 @@ def test_end_to_end_comparison_runs_every_system_on_the_same_questions(dataset: 
     assert key["llm"] == "scripted" and key["top_n"] == RAG_TOP_N and key["question_ids"] == sorted(ids)
     stage_file.write_text(json.dumps({**saved, "fingerprint": {**key, "weights": {"retriever": ["an earlier model"]}}}))
     compare_systems(dataset, components, llm, tmp_path, question_ids=ids, systems=("reqap_sft", "rag"),
-                    llm_name="scripted")
+                    llm_name="scripted", budget_s=60.0)
     assert llm.calls > calls and json.loads(stage_file.read_text())["fingerprint"] == key
     calls = llm.calls
     # the paper profile's fourth system: the same chain with in-context QUD on the LLM (which writes no tree here)
-    icl = compare_systems(dataset, components, llm, tmp_path, question_ids=ids, systems=("reqap_sft", "reqap_icl"))
+    icl = compare_systems(dataset, components, llm, tmp_path, question_ids=ids, systems=("reqap_sft", "reqap_icl"),
+                          budget_s=60.0)
     assert llm.calls > calls and icl["systems"]["reqap_icl"]["counts"]["questions"] == 3
     described = json.loads((tmp_path / "reqap_icl" / "results.json").read_text())["components"]
     assert described["decomposer"] == "icl" and described["llm"] == "scripted"
@@ -270,9 +273,11 @@ def test_run_key_names_the_weights_of_every_model_folder(tmp_path: Path) -> None
     kw = {"question_ids": ["b", "a"], "llm_name": "scripted", "top_n": 10}
     key = run_key("reqap_sft", components, **kw)
     assert key["question_ids"] == ["a", "b"] and key["llm"] is None and key["top_n"] is None
+    assert key["budget_s"] == 600.0 and run_key("reqap_sft", components, **kw, budget_s=60.0)["budget_s"] == 60.0
     assert set(key["weights"]) == {"decomposer", "retriever", "extractor"} and len(key["weights"]["retriever"]) == 2
     rag = run_key("rag", components, **kw)
     assert rag["llm"] == "scripted" and rag["top_n"] == 10 and set(rag["weights"]) == {"retriever"}
+    assert rag["budget_s"] is None  # the baselines have no per-question budget
     codegen = run_key("codegen", components, **kw)
     assert codegen["components"] == {} and codegen["weights"] == {} and codegen["top_n"] is None
     assert run_key("reqap_icl", components, **kw)["components"]["decomposer"] == "icl"

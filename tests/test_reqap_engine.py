@@ -480,6 +480,26 @@ def test_time_budget_aborts_cleanly(store: EventStore) -> None:
     assert res.error.startswith("TimeoutError") and time.monotonic() - started < 5
 
 
+def test_time_budget_is_checked_inside_extract(store: EventStore, monkeypatch: pytest.MonkeyPatch) -> None:
+    """A model extractor over many retrieved events: the question stops between chunks once past its budget,
+    instead of extracting from every event first."""
+    from convohub.reqap.engine import operators
+
+    asked: list[int] = []
+
+    class SlowExtractor:
+        def extract(self, events: list[dict[str, Any]], attr_name: str) -> list[Any]:
+            asked.append(len(events))
+            time.sleep(0.2)
+            return [e.get(attr_name) for e in events]
+
+    monkeypatch.setattr(operators, "EXTRACT_CHUNK", 2)
+    res = Executor(store, OracleRetriever(ORACLE), SlowExtractor(), time_budget=0.3).execute(
+        'EXTRACT(l=RETRIEVE(query="songs"), attr_names=["artist"])')
+    assert res.error.startswith("TimeoutError") and res.answer is None
+    assert asked == [2, 2] and len(ORACLE["songs"]) == 5
+
+
 # -- CLI ------------------------------------------------------------------------------------------------------
 
 def _parser() -> argparse.ArgumentParser:

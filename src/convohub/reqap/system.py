@@ -55,7 +55,8 @@ def _step_end_to_end(ctx: Any) -> dict[str, Any]:
     out = ctx.scratch("reqap", "end-to-end")
     results = comparison.compare_systems(
         dataset, components, backend, out, question_ids=ids,
-        systems=comparison.PROFILE_SYSTEMS.get(ctx.profile, comparison.DEFAULT_SYSTEMS))
+        systems=comparison.PROFILE_SYSTEMS.get(ctx.profile, comparison.DEFAULT_SYSTEMS),
+        budget_s=comparison.PROFILE_BUDGET_S.get(ctx.profile, comparison.DEFAULT_BUDGET_S))
     path = out / "comparison.json"
     atomic_write_text(path, dump_json(results))
     return {"reqap_end_to_end_path": path,

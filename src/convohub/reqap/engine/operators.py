@@ -37,6 +37,20 @@ class OperatorContext:
     max_join_output: int = MAX_JOIN_OUTPUT
 
 
+#: Events handed to the extractor at a time: the question's deadline is checked between chunks, since a
+#: model extractor over thousands of retrieved events can run for many minutes inside one operator.
+EXTRACT_CHUNK = 64
+
+
+def _extracted(ctx: OperatorContext, events: list[dict[str, Any]], name: str) -> list[Any]:
+    """The extractor's values of ``name`` for ``events``, chunk by chunk within the time budget."""
+    values: list[Any] = []
+    for start in range(0, len(events), EXTRACT_CHUNK):
+        ctx.evaluator.check_deadline()
+        values += ctx.extractor.extract(events[start:start + EXTRACT_CHUNK], name)
+    return values
+
+
 def _items(value: Any, op: str) -> list[Any]:
     if not isinstance(value, list):
         raise ExecutionError(f"{op} needs a list input, got {type(value).__name__}")
@@ -77,7 +91,7 @@ def extract(ctx: OperatorContext, l: list[Any], attr_names: tuple[str, ...],  # 
         raise ExecutionError("EXTRACT needs a list of events")
     given = tuple(attr_types or ())
     types = given + (None,) * (len(attr_names) - len(given))
-    columns = [[convert(v, t) for v in ctx.extractor.extract(events, name)]
+    columns = [[convert(v, t) for v in _extracted(ctx, events, name)]
                for name, t in zip(attr_names, types, strict=True)]
     out = []
     # an event that already holds the exact values (EXTRACT of a typed span, of an existing key) is passed

@@ -24,7 +24,7 @@ from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
-__all__ = ["PROFILE_QUESTIONS", "PROFILE_SYSTEMS", "RAG_TOP_N", "SCORES_STAGE", "SYSTEMS", "compare_systems",
+__all__ = ["PROFILE_BUDGET_S", "PROFILE_QUESTIONS", "PROFILE_SYSTEMS", "RAG_TOP_N", "SCORES_STAGE", "SYSTEMS", "compare_systems",
            "question_sample", "run_key"]
 
 #: system name -> (``evaluate``'s system, QUD spec kind): what each compared system runs.
@@ -41,6 +41,10 @@ DEFAULT_SYSTEMS = tuple(SYSTEMS)
 #: the main job's 45 minutes; ``convohub reqap evaluate`` compares on every test question.
 PROFILE_QUESTIONS: dict[str, int | None] = {"tiny": 6}
 DEFAULT_QUESTIONS: int | None = None  # every test question
+#: profile -> ReQAP's time per question (decoding and executing all its trees; the paper's 600 s otherwise): a
+#: trained chain whose trees retrieve thousands of events runs the EXTRACT model on each, minutes on a CPU.
+PROFILE_BUDGET_S: dict[str, float] = {"tiny": 60.0}
+DEFAULT_BUDGET_S = 600.0
 #: Events RAG gives the LLM: the paper's setting for its 1B-parameter LLM (100 overflow SmolLM2's 8k context).
 RAG_TOP_N = 10
 
@@ -70,7 +74,7 @@ _USED: dict[str, tuple[str, ...]] = {"reqap": ("decomposer", "retriever", "extra
 
 
 def run_key(system: str, components: Mapping[str, str], *, question_ids: Sequence[str], llm_name: str | None,
-            top_n: int, split: str = "test") -> dict[str, Any]:
+            top_n: int, split: str = "test", budget_s: float = DEFAULT_BUDGET_S) -> dict[str, Any]:
     """What a compared run depends on, as JSON values: reusing a run whose key differs would publish the
     figures of other models (a folder path stays the same when its model is retrained, so the weights'
     digests are part of the key)."""
@@ -82,10 +86,12 @@ def run_key(system: str, components: Mapping[str, str], *, question_ids: Sequenc
                for k, spec in specs.items() if spec.startswith(_FOLDER_SPECS)}
     uses_llm = kind != "reqap" or qud == "icl"
     return {"system": system, "split": split, "question_ids": sorted(question_ids), "components": specs,
-            "weights": weights, "llm": llm_name if uses_llm else None, "top_n": top_n if kind == "rag" else None}
+            "weights": weights, "llm": llm_name if uses_llm else None, "top_n": top_n if kind == "rag" else None,
+            "budget_s": budget_s if kind == "reqap" else None}
 
 
-def _answerer(system: str, components: Mapping[str, str], backend: Any, dataset_dir: Path, top_n: int) -> Any:
+def _answerer(system: str, components: Mapping[str, str], backend: Any, dataset_dir: Path, top_n: int,
+              budget_s: float) -> Any:
     from convohub.reqap.components.build import make_system
 
     kind = SYSTEMS[system][0]
@@ -94,13 +100,16 @@ def _answerer(system: str, components: Mapping[str, str], backend: Any, dataset_
         from convohub.reqap.components.baselines import icl_pool_from_dataset
 
         examples = icl_pool_from_dataset(dataset_dir, "train")
-    return make_system(kind, **_specs(system, components), backend=backend, top_n=top_n, icl_examples=examples)
+    return make_system(kind, **_specs(system, components), backend=backend, top_n=top_n, icl_examples=examples,
+                       budget_s=budget_s)
 
 
 def compare_systems(dataset_dir: Path, components: Mapping[str, str], backend: Any, out_dir: Path, *,
                     question_ids: Sequence[str], systems: Sequence[str] = DEFAULT_SYSTEMS, top_n: int = RAG_TOP_N,
-                    llm_name: str | None = None, split: str = "test") -> dict[str, Any]:
-    """Run ``systems`` on the same questions and test ReQAP (SFT) against each other system.
+                    llm_name: str | None = None, split: str = "test",
+                    budget_s: float = DEFAULT_BUDGET_S) -> dict[str, Any]:
+    """Run ``systems`` on the same questions and test ReQAP (SFT) against each other system; ReQAP gets
+    ``budget_s`` seconds a question (a question past it is unanswered).
 
     ``components`` are the trained models as component specs (``ReleaseModels.specs()``: ``decomposer``
     ``sft:DIR``, ``retriever`` ``ce:EVENTS,PATTERNS``, ``extractor`` ``model:DIR``); ``backend`` is the LLM of
@@ -126,14 +135,15 @@ def compare_systems(dataset_dir: Path, components: Mapping[str, str], backend: A
 
         def score(name: str = name, run: Path = run) -> dict[str, Any]:
             kind, qud = SYSTEMS[name]
-            answerer = _answerer(name, components, backend, Path(dataset_dir), top_n)
+            answerer = _answerer(name, components, backend, Path(dataset_dir), top_n, budget_s)
             describe = describe_components(kind, **_specs(name, components), llm=None if qud == "sft" else llm_name)
             results = evaluate(dataset_dir, split, kind, answerer, question_ids=wanted, attribution=False,
                                describe=describe, out_dir=run)
             return {k: results[k] for k in ("hit@1", "rlx_hit@1", "rlx_hit@1_20", "per_category", "counts",
                                             "failures")}
 
-        key = run_key(name, components, question_ids=wanted, llm_name=llm_name, top_n=top_n, split=split)
+        key = run_key(name, components, question_ids=wanted, llm_name=llm_name, top_n=top_n, split=split,
+                      budget_s=budget_s)
         scores[name] = stage(run, SCORES_STAGE, key, score)
     tests = {}
     for name in systems:
@@ -142,6 +152,6 @@ def compare_systems(dataset_dir: Path, components: Mapping[str, str], backend: A
             tests[name] = {k: test[k] for k in ("n", "both", "only_a", "only_b", "neither", "p_value", "method")}
     from convohub.reqap.components.baselines import default_rank_depth
 
-    return {"split": split, "questions": len(wanted), "llm": llm_name, "top_n": top_n,
+    return {"split": split, "questions": len(wanted), "llm": llm_name, "top_n": top_n, "budget_s": budget_s,
             "rank_depth": default_rank_depth(top_n), "systems": scores,
             "reference": REFERENCE, "mcnemar": tests}

@@ -277,6 +277,7 @@ def _end_to_end_values(comparison: dict[str, Any] | None) -> dict[str, Any]:
             "e2e_left_out": (f"; not run in this profile: {', '.join(left_out)}, minutes a question on a CPU"
                              if left_out else ""), "e2e_llm": comparison["llm"],
             "e2e_questions": comparison["questions"], "e2e_split": comparison["split"], "e2e_table": table,
+            "e2e_budget": f"{comparison.get('budget_s', 600.0):g}",
             "mcnemar_method": next(iter(tests.values()))["method"] if tests else "no baseline",
             "mcnemar_table": markdown_table(["baseline", "both right", "only ReQAP right", "only baseline right",
                                              "neither", "p-value"], mcnemar_rows)}
