@@ -35,8 +35,9 @@ TINY_EVAL_ITEMS, TINY_EVAL_NEW_TOKENS = 16, 48
 #: Overrides the number of test instances judged (TINY_EVAL_ITEMS, or all of them in the paper profile).
 EVAL_ITEMS_ENV = "CONVOHUB_WILDFEEDBACK_EVAL_ITEMS"
 #: Tiny profile: training users' episodes the policy (SmolLM2) answers with and without the preferences, and
-#: the length of those answers (~42 tokens/s batched on 2 cores: 2 x 96 x 64 tokens took ~5 min; 64 x 48 keep the main job within 45).
-TINY_ON_POLICY_EPISODES, TINY_RESPONSE_NEW_TOKENS = 64, 48
+#: the length of those answers (~42 tokens/s batched on 2 cores: 2 x 96 x 64 tokens took ~5 min; 48 tokens keep
+#: the main job within 45 minutes; 64 episodes gave 21 pairs and a DPO model barely above its base).
+TINY_ON_POLICY_EPISODES, TINY_RESPONSE_NEW_TOKENS = 96, 48
 
 
 def _backends(llm: Any, policy: Any = None, judge: Any = None, *, labeller: Any = "llm",
