@@ -125,8 +125,9 @@ class System:
     #: the systems whose artifacts its steps read (ReQAP reads PerQA's dataset): a release that runs systems
     #: side by side (``--jobs``) starts this one only after those finished
     needs: tuple[str, ...] = ()
-    #: rough minutes of its tiny release on a 2-core machine; the side-by-side release starts the longest
-    #: chains first, so that its processes end close together
+    #: rough minutes of its tiny release on one thread of a 2-core machine beside another system (measured
+    #: 2026-11-30); the side-by-side release starts the longest chains first, so that its processes end close
+    #: together
     cost: float = 1.0
 
 

@@ -137,5 +137,5 @@ SYSTEM = System(
     space="wildchat_aqa",
     add_cli=add_cli,
     benchmarks=(BENCHMARK,),
-    cost=11.5,
+    cost=9.1,
 )

@@ -46,5 +46,5 @@ SYSTEM = System(
     datasets=(DatasetBuilder(DATASET_NAME, "WildChat-format conversations, PII-scrubbed, split by user",
                              _build_dataset),),
     space="corpus",
-    cost=5.1,
+    cost=2.9,
 )

@@ -167,5 +167,5 @@ SYSTEM = System(
                              _build_dataset),),
     benchmarks=(BENCHMARK,),
     add_cli=_add_cli,
-    cost=6.6,
+    cost=5.3,
 )

@@ -72,5 +72,5 @@ SYSTEM = System(
     datasets=(DatasetBuilder(DATASET_NAME, "PerQA personas, personal events and SQL-grounded questions",
                              _build_dataset),),
     benchmarks=(BENCHMARK,),
-    cost=0.4,
+    cost=0.2,
 )

@@ -105,5 +105,5 @@ SYSTEM = System(
     space="promise",
     benchmarks=BENCHMARKS,
     add_cli=_add_cli,
-    cost=13.7,
+    cost=11.3,
 )

@@ -108,5 +108,5 @@ SYSTEM = System(
     space="reqap",
     add_cli=_add_cli,
     needs=("perqa",),
-    cost=19.4,
+    cost=23.3,
 )

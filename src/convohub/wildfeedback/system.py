@@ -461,5 +461,5 @@ SYSTEM = System(
     space="wildfeedback",
     benchmarks=(BENCHMARK,),
     add_cli=add_cli,
-    cost=17.6,
+    cost=16.5,
 )
