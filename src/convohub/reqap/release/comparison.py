@@ -36,9 +36,9 @@ REFERENCE = "reqap_sft"
 #: profile -> the systems the release compares.
 PROFILE_SYSTEMS: dict[str, tuple[str, ...]] = {"tiny": ("reqap_sft", "rag", "codegen")}
 DEFAULT_SYSTEMS = tuple(SYSTEMS)
-#: profile -> test questions compared (a seeded sample): the tiny count keeps the step near 2.5 minutes on 2
-#: CPU cores (a question takes ReQAP about 3 s, CodeGen 7.5 s and RAG 12 s with SmolLM2-135M there), within
-#: the main job's 45 minutes; ``convohub reqap evaluate`` compares on every test question.
+#: profile -> test questions compared (a seeded sample): the tiny count keeps the step within the main job's 45
+#: minutes (411 s on one CPU thread beside another system, 2026-11-30: CodeGen ~7.5 s and RAG ~12 s a question
+#: with SmolLM2-135M, ReQAP up to its budget below); ``convohub reqap evaluate`` compares on every test question.
 PROFILE_QUESTIONS: dict[str, int | None] = {"tiny": 6}
 DEFAULT_QUESTIONS: int | None = None  # every test question
 #: profile -> ReQAP's time per question (decoding and executing all its trees; the paper's 600 s otherwise): a
