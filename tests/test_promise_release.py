@@ -15,6 +15,7 @@ import sys
 from pathlib import Path
 
 import pytest
+import yaml
 
 from convohub.cli import main
 from convohub.hub import folder_digest, read_card
@@ -95,8 +96,6 @@ def test_encoder_cards_carry_the_measured_numbers(release_root: Path, task: str)
     assert f"| macro_f1 | {100 * majority['macro_f1']:.2f} | {100 * measured['before']['macro_f1']:.2f} | " \
            f"{100 * after['macro_f1']:.2f} |" in body
     assert ("does not beat the majority baseline" in body) == (after["macro_f1"] <= majority["macro_f1"])
-    import yaml
-
     recipe = Path(__file__).resolve().parents[1] / "training" / f"promise_{task}_encoder" / "tiny.yaml"
     folds = yaml.safe_load(recipe.read_text())["folds"]
     assert "stopped after 1 optimiser step(s)" in body and f"{folds}-fold cross-validation" in body

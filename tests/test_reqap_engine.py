@@ -497,7 +497,7 @@ def test_time_budget_is_checked_inside_extract(store: EventStore, monkeypatch: p
     res = Executor(store, OracleRetriever(ORACLE), SlowExtractor(), time_budget=0.3).execute(
         'EXTRACT(l=RETRIEVE(query="songs"), attr_names=["artist"])')
     assert res.error.startswith("TimeoutError") and res.answer is None
-    assert asked == [2, 2] and len(ORACLE["songs"]) == 5
+    assert asked and set(asked) == {2} and sum(asked) < len(ORACLE["songs"]) == 5  # stopped between chunks
 
 
 # -- CLI ------------------------------------------------------------------------------------------------------

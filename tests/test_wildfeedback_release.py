@@ -23,13 +23,18 @@ EPISODES = "6"
 EVAL_ITEMS = "6"
 
 
+def _small_release(mp: pytest.MonkeyPatch) -> None:
+    """The settings of the test's smaller WildFeedback release (users, on-policy episodes, judged items)."""
+    mp.setenv("CONVOHUB_WILDFEEDBACK_USERS", "60")
+    mp.setenv("CONVOHUB_WILDFEEDBACK_ON_POLICY_EPISODES", EPISODES)
+    mp.setenv("CONVOHUB_WILDFEEDBACK_EVAL_ITEMS", EVAL_ITEMS)
+
+
 @pytest.fixture(scope="module")
 def release_root(tmp_path_factory: pytest.TempPathFactory) -> Path:
     root = tmp_path_factory.mktemp("wf-hub")
     with pytest.MonkeyPatch.context() as mp:
-        mp.setenv("CONVOHUB_WILDFEEDBACK_USERS", "60")
-        mp.setenv("CONVOHUB_WILDFEEDBACK_ON_POLICY_EPISODES", EPISODES)
-        mp.setenv("CONVOHUB_WILDFEEDBACK_EVAL_ITEMS", EVAL_ITEMS)
+        _small_release(mp)
         assert main(["release", "--only", "wildfeedback", "--out", str(root), *SMOKE]) == 0
     return root
 
@@ -93,9 +98,7 @@ def test_space_folder(release_root: Path) -> None:
 def test_rerun_resumes_and_changes_nothing(release_root: Path) -> None:
     before = {k: v for k, v in folder_digest(release_root).items() if not k.startswith(".convohub-work")}
     with pytest.MonkeyPatch.context() as mp:
-        mp.setenv("CONVOHUB_WILDFEEDBACK_USERS", "60")
-        mp.setenv("CONVOHUB_WILDFEEDBACK_ON_POLICY_EPISODES", EPISODES)
-        mp.setenv("CONVOHUB_WILDFEEDBACK_EVAL_ITEMS", EVAL_ITEMS)
+        _small_release(mp)
         assert main(["release", "--only", "wildfeedback", "--out", str(release_root), *SMOKE]) == 0
     after = {k: v for k, v in folder_digest(release_root).items() if not k.startswith(".convohub-work")}
     assert after == before

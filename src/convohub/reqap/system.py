@@ -56,7 +56,7 @@ def _step_end_to_end(ctx: Any) -> dict[str, Any]:
     results = comparison.compare_systems(
         dataset, components, backend, out, question_ids=ids,
         systems=comparison.PROFILE_SYSTEMS.get(ctx.profile, comparison.DEFAULT_SYSTEMS),
-        budget_s=comparison.PROFILE_BUDGET_S.get(ctx.profile, comparison.DEFAULT_BUDGET_S))
+        budget_s=comparison.PROFILE_BUDGET_S.get(ctx.profile, comparison.DEFAULT_TIME_BUDGET))
     path = out / "comparison.json"
     atomic_write_text(path, dump_json(results))
     return {"reqap_end_to_end_path": path,

@@ -22,6 +22,7 @@ from typing import Any
 
 from convohub.reqap.components.extract import DirectExtractor
 from convohub.reqap.components.retrieve import AllRetriever, BM25Retriever
+from convohub.reqap.engine.executor import DEFAULT_TIME_BUDGET
 from convohub.reqap.engine.protocols import Extractor, Retriever
 
 __all__ = [
@@ -167,7 +168,7 @@ def make_extractor(spec: str) -> Extractor:
 
 
 def make_system(system: str, *, decomposer: str = "gold", retriever: str = "bm25", extractor: str = "lookup",
-                backend: Any = None, budget_s: float = 600.0, top_n: int = 100,
+                backend: Any = None, budget_s: float = DEFAULT_TIME_BUDGET, top_n: int = 100,
                 icl_examples: Any = (), resample: int = 0) -> Any:
     """A ReQAP pipeline or a baseline, ready for ``answer(question, store, reference_date)``."""
     if system == "reqap":
@@ -201,7 +202,7 @@ def _backend(system: str, decomposer: str | None, llm: str | None, llm_model: st
 def build_system(system: str, *, dataset: Path, decomposer: str | None, retriever: str | None = None,
                  extractor: str | None = None, llm: str | None = None, llm_model: str | None = None,
                  llm_cache: Path | None = None, top_n: int = 100, icl_split: str = "train",
-                 time_budget: float = 600.0, resample: int = 0) -> tuple[Any, Callable[[str, list[dict[str, Any]]], None]]:
+                 time_budget: float = DEFAULT_TIME_BUDGET, resample: int = 0) -> tuple[Any, Callable[[str, list[dict[str, Any]]], None]]:
     """(answerer, on_persona callback) from the CLI's component specs; plain arguments only, so a
     ``functools.partial`` of it can build the same system inside a worker process.
 

@@ -23,7 +23,7 @@ from convohub.reqap.components.extract import DirectExtractor
 from convohub.reqap.components.qud import Decomposer
 from convohub.reqap.components.retrieve import BM25Retriever
 from convohub.reqap.engine.events import EventStore
-from convohub.reqap.engine.executor import REFERENCE_DATE, Executor
+from convohub.reqap.engine.executor import DEFAULT_TIME_BUDGET, REFERENCE_DATE, Executor
 from convohub.reqap.engine.protocols import Extractor, Retriever
 
 __all__ = ["PipelineResult", "ReQAP"]
@@ -61,7 +61,7 @@ class ReQAP:
     """
 
     def __init__(self, decomposer: Decomposer, retriever: Retriever | None = None,
-                 extractor: Extractor | None = None, budget_s: float = 600.0, *, max_trees: int = MAX_TREES,
+                 extractor: Extractor | None = None, budget_s: float = DEFAULT_TIME_BUDGET, *, max_trees: int = MAX_TREES,
                  dedup: bool = True) -> None:
         self.decomposer = decomposer
         self.retriever = retriever if retriever is not None else BM25Retriever()

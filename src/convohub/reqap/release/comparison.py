@@ -24,6 +24,8 @@ from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
+from convohub.reqap.engine.executor import DEFAULT_TIME_BUDGET
+
 __all__ = ["PROFILE_BUDGET_S", "PROFILE_QUESTIONS", "PROFILE_SYSTEMS", "RAG_TOP_N", "SCORES_STAGE", "SYSTEMS", "compare_systems",
            "question_sample", "run_key"]
 
@@ -41,10 +43,10 @@ DEFAULT_SYSTEMS = tuple(SYSTEMS)
 #: with SmolLM2-135M, ReQAP up to its budget below); ``convohub reqap evaluate`` compares on every test question.
 PROFILE_QUESTIONS: dict[str, int | None] = {"tiny": 6}
 DEFAULT_QUESTIONS: int | None = None  # every test question
-#: profile -> ReQAP's time per question (decoding and executing all its trees; the paper's 600 s otherwise): a
-#: trained chain whose trees retrieve thousands of events runs the EXTRACT model on each, minutes on a CPU.
+#: profile -> ReQAP's time per question (decoding and executing all its trees; otherwise the paper's
+#: ``DEFAULT_TIME_BUDGET``): a trained chain whose trees retrieve thousands of events runs the EXTRACT model on
+#: each, minutes on a CPU.
 PROFILE_BUDGET_S: dict[str, float] = {"tiny": 60.0}
-DEFAULT_BUDGET_S = 600.0
 #: Events RAG gives the LLM: the paper's setting for its 1B-parameter LLM (100 overflow SmolLM2's 8k context).
 RAG_TOP_N = 10
 
@@ -74,7 +76,7 @@ _USED: dict[str, tuple[str, ...]] = {"reqap": ("decomposer", "retriever", "extra
 
 
 def run_key(system: str, components: Mapping[str, str], *, question_ids: Sequence[str], llm_name: str | None,
-            top_n: int, split: str = "test", budget_s: float = DEFAULT_BUDGET_S) -> dict[str, Any]:
+            top_n: int, split: str = "test", budget_s: float = DEFAULT_TIME_BUDGET) -> dict[str, Any]:
     """What a compared run depends on, as JSON values: reusing a run whose key differs would publish the
     figures of other models (a folder path stays the same when its model is retrained, so the weights'
     digests are part of the key)."""
@@ -107,7 +109,7 @@ def _answerer(system: str, components: Mapping[str, str], backend: Any, dataset_
 def compare_systems(dataset_dir: Path, components: Mapping[str, str], backend: Any, out_dir: Path, *,
                     question_ids: Sequence[str], systems: Sequence[str] = DEFAULT_SYSTEMS, top_n: int = RAG_TOP_N,
                     llm_name: str | None = None, split: str = "test",
-                    budget_s: float = DEFAULT_BUDGET_S) -> dict[str, Any]:
+                    budget_s: float = DEFAULT_TIME_BUDGET) -> dict[str, Any]:
     """Run ``systems`` on the same questions and test ReQAP (SFT) against each other system; ReQAP gets
     ``budget_s`` seconds a question (a question past it is unanswered).
 

@@ -257,7 +257,7 @@ def _end_to_end_values(comparison: dict[str, Any] | None) -> dict[str, Any]:
     none of them without a comparison."""
     from convohub.hub import markdown_table
     from convohub.perqa.templates import CATEGORIES
-    from convohub.reqap.release.comparison import DEFAULT_BUDGET_S
+    from convohub.reqap.engine.executor import DEFAULT_TIME_BUDGET
 
     if not comparison:
         return {"end_to_end": ""}
@@ -278,7 +278,7 @@ def _end_to_end_values(comparison: dict[str, Any] | None) -> dict[str, Any]:
             "e2e_left_out": (f"; not run in this profile: {', '.join(left_out)}, minutes a question on a CPU"
                              if left_out else ""), "e2e_llm": comparison["llm"],
             "e2e_questions": comparison["questions"], "e2e_split": comparison["split"], "e2e_table": table,
-            "e2e_budget": f"{comparison.get('budget_s', DEFAULT_BUDGET_S):g}",  # runs made before it was recorded
+            "e2e_budget": f"{comparison.get('budget_s', DEFAULT_TIME_BUDGET):g}",  # runs made before it was recorded
             "mcnemar_method": next(iter(tests.values()))["method"] if tests else "no baseline",
             "mcnemar_table": markdown_table(["baseline", "both right", "only ReQAP right", "only baseline right",
                                              "neither", "p-value"], mcnemar_rows)}
