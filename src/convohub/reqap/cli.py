@@ -36,6 +36,7 @@ from datetime import date
 from pathlib import Path
 from typing import Any
 
+from convohub.reqap.engine.executor import DEFAULT_TIME_BUDGET
 from convohub.reqap.release.models import DEFAULT_HUB
 
 __all__ = ["add_cli", "render_tree", "run_ask", "run_distill", "run_evaluate", "run_execute", "run_expand"]
@@ -58,7 +59,7 @@ def add_cli(subparsers: Any) -> argparse.ArgumentParser:
                     help="what date.today() means (default: %(default)s)")
     ex.add_argument("--retriever", choices=["bm25", "all"], default="bm25",
                     help="bm25: sparse retrieval over verbalised events; all: every event (default: %(default)s)")
-    ex.add_argument("--time-budget", type=float, default=600.0, help="seconds per tree (default: %(default)s)")
+    ex.add_argument("--time-budget", type=float, default=DEFAULT_TIME_BUDGET, help="seconds per tree (default: %(default)s)")
     ex.add_argument("--no-dedup", action="store_true", help="keep events with overlapping time spans apart")
     ex.add_argument("--compact", action="store_true", help="one-line JSON")
     _add_worker(ex)
@@ -173,7 +174,7 @@ def _add_components(p: argparse.ArgumentParser, dataset_required: bool = True) -
     p.add_argument("--top-n", type=int, default=100,
                    help="RAG: events given to the LLM (paper: 100 for large LLMs, 10 for a 1B model)")
     p.add_argument("--icl-split", default="train", help="CodeGen: split whose gold SQL gives the 8 ICL examples")
-    p.add_argument("--time-budget", type=float, default=600.0, help="seconds per question (default: %(default)s)")
+    p.add_argument("--time-budget", type=float, default=DEFAULT_TIME_BUDGET, help="seconds per question (default: %(default)s)")
 
 
 def _add_ask(sub: Any) -> None:
