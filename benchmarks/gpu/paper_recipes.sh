@@ -18,12 +18,12 @@ OUT=${OUT:-/tmp/convohub-gpu}; W=$OUT/work; mkdir -p $W
 export HF_HUB_OFFLINE=1 HF_DATASETS_OFFLINE=1 PYTHONUNBUFFERED=1
 python3 "$(dirname "$0")/random_shaped_model.py" "$SMOL" $W/model || exit 1
 D=$HUB/datasets/convohub; A="--config_file training/accelerate/single_gpu.yaml"
-( while sleep 1; do nvidia-smi --query-gpu=memory.used --format=csv,noheader,nounits; done > $OUT/gpumem.txt ) &
-MON=$!
+. "$(dirname "$0")/gpumem.sh"
+gpumem_start $OUT/gpumem.txt
 run() {
   name=$1; shift; : > $OUT/gpumem.txt; s=$(date +%s)
   timeout 600 accelerate launch "$@" > $OUT/$name.log 2>&1; rc=$?
-  echo "== $name rc=$rc $(( $(date +%s)-s )) s peak_gpu_MiB=$(sort -n $OUT/gpumem.txt | tail -1)"
+  echo "== $name rc=$rc $(( $(date +%s)-s )) s peak_gpu_MiB=$(gpumem_peak $OUT/gpumem.txt)"
   grep -E "Error|train_runtime" $OUT/$name.log | tail -2
 }
 run promise_qlora --mixed_precision bf16 $A training/promise_lora_simulator/train_promise_lora_simulator.py \
@@ -38,7 +38,7 @@ run wf_dpo_bf16 --mixed_precision bf16 $A training/wildfeedback_dpo/train_wildfe
 run chat_lm_fp16 --mixed_precision fp16 $A training/chat_lm/train_chat_lm.py \
   --config training/chat_lm/paper.yaml --model_name_or_path $W/model --dataset_path $D/wildchat-sample \
   --max_steps 3 --save_strategy no --output_dir $W/chat --max_eval_samples 20
-kill $MON
+gpumem_stop
 python3 -c "
 from transformers import AutoModelForCausalLM
 m = AutoModelForCausalLM.from_pretrained('$W/promise', device_map={'': 'cpu'})

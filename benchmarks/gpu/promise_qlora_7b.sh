@@ -18,8 +18,8 @@ export HF_HUB_OFFLINE=1 HF_DATASETS_OFFLINE=1 PYTHONUNBUFFERED=1
 s=$(date +%s)
 python3 "$(dirname "$0")/random_shaped_model.py" "$SMOL" "$W/llama7b" --shape llama-7b || exit 1
 echo "== random llama-7b shape written in $(( $(date +%s)-s )) s ($(du -sh "$W/llama7b" | cut -f1))"
-( while sleep 1; do nvidia-smi --query-gpu=memory.used --format=csv,noheader,nounits; done > "$OUT/gpumem.txt" ) &
-MON=$!
+. "$(dirname "$0")/gpumem.sh"
+gpumem_start "$OUT/gpumem.txt"
 s=$(date +%s)
 timeout 900 python3 -m accelerate.commands.launch --mixed_precision bf16 \
   --config_file training/accelerate/single_gpu.yaml \
@@ -28,7 +28,7 @@ timeout 900 python3 -m accelerate.commands.launch --mixed_precision bf16 \
   --chat_template_path "$W/llama7b" --dataset_path "$DATA" --max_steps "$STEPS" --logging_steps 5 \
   --save_strategy no --output_dir "$W/promise7b" > "$OUT/promise_qlora_7b.log" 2>&1
 rc=$?
-kill $MON
-echo "== promise QLoRA llama-7b shape: rc=$rc $(( $(date +%s)-s )) s in all, peak_gpu_MiB=$(sort -n "$OUT/gpumem.txt" | tail -1)"
+gpumem_stop
+echo "== promise QLoRA llama-7b shape: rc=$rc $(( $(date +%s)-s )) s in all, peak_gpu_MiB=$(gpumem_peak "$OUT/gpumem.txt")"
 grep -E "Error|train_runtime|seconds_per_step|train_seconds|'loss'" "$OUT/promise_qlora_7b.log" | tail -8
 ls -la "$W/promise7b" 2>/dev/null | head
