@@ -16,8 +16,8 @@ import pytest
 
 pytestmark = pytest.mark.slow
 
-#: The caller. It sets its Ctrl-C handler itself: a process that runs the tests may ignore SIGINT, an ignored signal
-#: stays ignored across exec, and Python then installs no handler, so SIGINT would not stop the caller at all.
+#: The caller. It sets its Ctrl-C handler itself: the test run may ignore SIGINT (a shell without job control starts
+#: background commands so), an ignored signal stays ignored across exec, and Python then installs no handler.
 DRIVER = """
 import signal
 import sys
