@@ -105,7 +105,8 @@ with gr.Blocks(title="ProMISe explorer") as demo:
     with gr.Row():
         intent = gr.Textbox(label="your intent", value=EXAMPLE_INTENT, lines=2)
         question = gr.Textbox(label="your first question", value=EXAMPLE_QUESTION)
-    suggestions = gr.Dataframe(headers=HEADERS, interactive=False, wrap=True, label="suggested questions")
+    suggestions = gr.Dataframe(headers=HEADERS, interactive=False, wrap=True, label="suggested questions",
+                               column_widths=["8%", "30%", "31%", "31%"])  # the snippets fit without a scroll
     dialogue = gr.Markdown()
     # The dialogue so far (a JSON-ready dict) is kept in the page, not in a server-side gr.State: API users
     # hand it back to /choose (any dialogue can be continued), and a browser sees when a turn has fully arrived
