@@ -4,7 +4,9 @@
 #   . "$(dirname "$0")/gpumem.sh"; gpumem_start "$OUT/gpumem.txt"; ...; gpumem_peak "$OUT/gpumem.txt"; gpumem_stop
 
 gpumem_start() {
-  ( while sleep 1; do nvidia-smi --query-gpu=memory.used --format=csv,noheader,nounits; done > "$1" ) &
+  # appended (O_APPEND), so that a caller may empty the file between runs without leaving a hole of NUL bytes
+  : > "$1"
+  ( while sleep 1; do nvidia-smi --query-gpu=memory.used --format=csv,noheader,nounits; done >> "$1" ) &
   GPUMEM_PID=$!
 }
 
