@@ -43,6 +43,7 @@ def _step_end_to_end(ctx: Any) -> dict[str, Any]:
     """ReQAP (the trained chain) against RAG and CodeGen with the release's LLM on the same test questions,
     with McNemar's tests (:mod:`convohub.reqap.release.comparison`); the QUD card reports it."""
     from convohub.hub import atomic_write_text, dump_json
+    from convohub.reqap.engine.executor import DEFAULT_TIME_BUDGET
     from convohub.reqap.release import comparison
     from convohub.reqap.release.models import ReleaseModels, chain_specs
 
@@ -56,7 +57,7 @@ def _step_end_to_end(ctx: Any) -> dict[str, Any]:
     results = comparison.compare_systems(
         dataset, components, backend, out, question_ids=ids,
         systems=comparison.PROFILE_SYSTEMS.get(ctx.profile, comparison.DEFAULT_SYSTEMS),
-        budget_s=comparison.PROFILE_BUDGET_S.get(ctx.profile, comparison.DEFAULT_TIME_BUDGET))
+        budget_s=comparison.PROFILE_BUDGET_S.get(ctx.profile, DEFAULT_TIME_BUDGET))
     path = out / "comparison.json"
     atomic_write_text(path, dump_json(results))
     return {"reqap_end_to_end_path": path,
