@@ -418,6 +418,10 @@ def test_evaluate_and_card_report_measured_numbers(sft_model, dataset_dir, tmp_p
     assert oracle["questions_with_gold_tree"] > 0 and oracle["tree_exact_match"] == 1.0
     assert oracle["step_exact_match"] == oracle["first_step_exact_match"] == 1.0 and oracle["hit@1"] > 0
     assert oracle["decomposer_stats"]["llm_calls"] == len(backend.requests)
+    rows = oracle["predictions"]  # per question: the Space picks its examples from these
+    assert len(rows) == oracle["questions"] and {"persona_id", "question", "template_id", "tree"} <= set(rows[0])
+    assert sum(r["hit"] for r in rows) == round(oracle["hit@1"] * len(rows))
+    assert all(r["tree"] for r in rows if r["hit"])
 
     results["before"] = {**results, "hit@1": 0.0, "generation_seconds": 1.0}  # the card's before column
     folder = release.SPEC.publish(HubTarget(tmp_path / "hub"), ROOT, "tiny", sft_model, results)

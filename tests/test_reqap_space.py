@@ -37,6 +37,50 @@ def test_export_space(tmp_path: Path) -> None:
     assert (folder / "convohub" / "__init__.py").is_file()  # the package travels with the Space
 
 
+def test_examples_are_questions_the_trained_qud_wrote_a_tree_for(tmp_path: Path) -> None:
+    from convohub.reqap.space import EXAMPLES_FILE, export_space, read_examples, tree_examples
+
+    rows = [{"persona_id": "p0", "template_id": "a", "question": "q1", "tree": None, "answer": None, "hit": False},
+            {"persona_id": "p0", "template_id": "a", "question": "q2", "tree": "T", "answer": "1", "hit": False},
+            {"persona_id": "p1", "template_id": "a", "question": "q3", "tree": "T", "answer": "2", "hit": True},
+            {"persona_id": "p1", "template_id": "b", "question": "q4", "tree": "T", "answer": None, "hit": False},
+            {"persona_id": "p2", "template_id": "c", "question": "q5", "tree": "T", "answer": "3", "hit": False}]
+    picked = tree_examples(rows)  # a tree each, right answers first, then answered ones, one per template
+    assert [r["question"] for r in picked] == ["q3", "q5", "q4"]
+    assert picked[0] == {"persona_id": "p1", "question": "q3", "hit": True, "answered": True}
+    assert tree_examples(rows, n=1) == picked[:1] and tree_examples([r | {"tree": None} for r in rows]) == []
+
+    target = HubTarget(tmp_path)
+    folder = export_space(target, ROOT, examples=picked)
+    assert read_examples(folder) == picked
+    assert not (export_space(HubTarget(tmp_path / "bare"), ROOT) / EXAMPLES_FILE).exists()
+    assert read_examples(tmp_path / "bare") is None
+    (folder / EXAMPLES_FILE).write_text('[{"question": "no persona"}]')
+    with pytest.raises(ValueError, match=EXAMPLES_FILE):
+        read_examples(folder)
+
+
+def test_app_opens_on_the_first_release_example(dataset: Path, tmp_path: Path,
+                                                monkeypatch: pytest.MonkeyPatch) -> None:
+    from convohub.cli import load_script
+    from convohub.reqap.data.perqa import persona_ids
+    from convohub.reqap.space import export_space
+
+    monkeypatch.setenv("CONVOHUB_DATASET", str(dataset.resolve()))
+    for name, spec in (("DECOMPOSER", "gold"), ("RETRIEVER", "bm25"), ("EXTRACTOR", "lookup")):
+        monkeypatch.setenv(f"CONVOHUB_{name}", spec)
+    persona = persona_ids(dataset, "test")[-1]
+    picked = [{"persona_id": persona, "question": TV_HOURS, "hit": False, "answered": True}]
+    app = load_script(export_space(HubTarget(tmp_path), ROOT, examples=picked) / "app.py")
+    assert (persona, TV_HOURS) == (app._PERSONA, app._QUESTION)
+    assert [[persona, TV_HOURS]] == app._EXAMPLES and "0 of 1 answered right" in app._EXAMPLES_NOTE
+    stranger = [{"persona_id": "nobody", "question": "q", "hit": True}]  # not in the dataset: the first persona
+    app = load_script(export_space(HubTarget(tmp_path / "other"), ROOT, examples=stranger) / "app.py")
+    assert (app._CHOICES[0], "q") == (app._PERSONA, app._QUESTION) and "1 of 1 answered right" in app._EXAMPLES_NOTE
+    plain = load_script(ROOT / "spaces" / "reqap" / "app.py")  # no release examples: the dataset's
+    assert plain._EXAMPLES and plain._EXAMPLES[0][1] == plain._QUESTION and "one per template" in plain._EXAMPLES_NOTE
+
+
 def _write_csv(path: Path, dataset: Path) -> Path:
     from convohub.perqa import events_from_dataset
 

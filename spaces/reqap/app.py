@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import os
 from functools import lru_cache
+from pathlib import Path
 from typing import Any
 
 import gradio as gr
@@ -100,31 +101,43 @@ def _choices() -> list[str]:
         return [UPLOAD]
 
 
-def _examples() -> list[list[str]]:
+def _examples() -> tuple[list[list[str]], str]:
+    """(persona, question) examples and a line saying where they come from: those the release's trained QUD
+    wrote a tree for (examples.json beside this file), else test questions the gold trees cover."""
+    picked = space.read_examples(Path(__file__).parent)
+    if picked:
+        right = sum(bool(r.get("hit")) for r in picked)
+        return ([[r["persona_id"], r["question"]] for r in picked],
+                f"Examples: test questions for which the trained QUD wrote a complete operator tree when the release "
+                f"evaluated it ({right} of {len(picked)} answered right there, with BM25 and key lookup).")
     try:
-        return [[p, q] for p, q in space.example_questions(_dataset(), SPLIT)]
+        found = [[p, q] for p, q in space.example_questions(_dataset(), SPLIT)]
     except (FileNotFoundError, OSError, ValueError):
-        return []
+        found = []
+    return found, "Examples: test questions, one per template (the trained QUD may write no tree for some)."
 
 
 _CHOICES = _choices()
+_EXAMPLES, _EXAMPLES_NOTE = _examples()
+_PERSONA = _EXAMPLES[0][0] if _EXAMPLES and _EXAMPLES[0][0] in _CHOICES else _CHOICES[0]
+_QUESTION = _EXAMPLES[0][1] if _EXAMPLES else "How many hours have I spent watching TV series altogether?"
 with gr.Blocks(title="ReQAP: operator trees over personal data") as demo:
     gr.Markdown("# ReQAP: question answering over personal data\nQuestions are decomposed into an operator "
                 "tree (RETRIEVE, EXTRACT, FILTER, JOIN, GROUP_BY, ...), which runs over the persona's calendar, "
                 "mails, posts, streams, purchases and workouts from `" + DATASET + "`.\n\n" + _components_markdown())
     with gr.Row():
-        persona_in = gr.Dropdown(_CHOICES, value=_CHOICES[0], label="persona", allow_custom_value=True)
+        persona_in = gr.Dropdown(_CHOICES, value=_PERSONA, label="persona", allow_custom_value=True)
         upload_in = gr.File(label="or upload events (.csv in the {p}_obs.csv layout, or .ics)",
                             file_types=[".csv", ".ics"])
-    question_in = gr.Textbox(label="question", value="How many hours have I spent watching TV series altogether?")
+    question_in = gr.Textbox(label="question", value=_QUESTION)
     run = gr.Button("Answer", variant="primary")
     answer_out = gr.Textbox(label="answer")
     picture_out = gr.HTML(label="operator tree", elem_id="tree-picture")
     tree_out = gr.Markdown(label="operator tree (outline)")
     trace_out = gr.Dataframe(headers=space.TRACE_HEADERS, label="per-node inputs and outputs", interactive=False)
-    examples = _examples()
-    if examples:
-        gr.Examples(examples, [persona_in, question_in])
+    if _EXAMPLES:
+        gr.Markdown(_EXAMPLES_NOTE)
+        gr.Examples(_EXAMPLES, [persona_in, question_in])
     run.click(answer, [persona_in, upload_in, question_in], [answer_out, picture_out, tree_out, trace_out],
               api_name="answer")
     gr.Button("List personas", visible=False).click(personas, None, gr.JSON(visible=False), api_name="personas")

@@ -22,7 +22,7 @@ from convohub.reqap.engine.executor import REFERENCE_DATE
 
 __all__ = [
     "SPEC_ENV", "component_specs", "OBS_COLUMNS", "TRACE_HEADERS", "ask", "events_from_csv", "events_from_ics", "example_questions",
-    "export_space", "tree_markdown", "tree_picture"
+    "export_space", "read_examples", "tree_examples", "tree_markdown", "tree_picture"
 ]
 
 SPACE_NAME = "reqap-demo"
@@ -180,12 +180,51 @@ def example_questions(dataset_dir: Path, split: str = "test", n: int = 6) -> lis
     return out
 
 
+#: The Space folder's file of example questions picked by :func:`tree_examples` at release time.
+EXAMPLES_FILE = "examples.json"
+
+
+def tree_examples(predictions: list[Mapping[str, Any]], n: int = 6) -> list[dict[str, Any]]:
+    """Examples for the Space from the QUD evaluation's ``predictions``: questions for which the trained QUD
+    wrote a complete tree, right answers first, then answered ones, one question per template.
+
+    Why: the Space runs the trained chain, and a visitor's first question should show a tree; questions the
+    gold-tree oracle can decompose (:func:`example_questions`) often get none from a small trained QUD.
+    """
+    rank = sorted((r for r in predictions if r.get("tree")),
+                  key=lambda r: (not r.get("hit"), r.get("answer") is None))
+    out: list[dict[str, Any]] = []
+    templates: set[Any] = set()
+    for row in rank:
+        if row.get("template_id") in templates:
+            continue
+        templates.add(row.get("template_id"))
+        out.append({k: row.get(k) for k in ("persona_id", "question", "hit")} | {"answered": row.get("answer") is not None})
+        if len(out) >= n:
+            break
+    return out
+
+
+def read_examples(folder: Path) -> list[dict[str, Any]] | None:
+    """The examples a release wrote beside the app (:data:`EXAMPLES_FILE`), or None when there are none."""
+    path = Path(folder) / EXAMPLES_FILE
+    if not path.is_file():
+        return None
+    rows = json.loads(path.read_text(encoding="utf-8"))
+    if not isinstance(rows, list) or not all(isinstance(r, dict) and {"persona_id", "question"} <= set(r)
+                                             for r in rows):
+        raise ValueError(f"{path}: expected a list of {{persona_id, question, ...}} objects; "
+                         "delete it to fall back to the dataset's examples")
+    return rows
+
+
 def export_space(target: Any, repo: Path, *, dataset_id: str | None = None, models: list[str] | None = None,
-                 name: str = SPACE_NAME) -> Path:
+                 examples: list[dict[str, Any]] | None = None, name: str = SPACE_NAME) -> Path:
     """Write ``spaces/reqap`` as a Space folder under ``target`` (pushed when the target pushes).
 
     ``dataset_id`` (the released PerQA) and ``models`` (EXTRACT / QUD / RETRIEVE model ids) go into the
-    README front matter, merged with what is there.
+    README front matter, merged with what is there; ``examples`` (:func:`tree_examples`) become
+    :data:`EXAMPLES_FILE`, the app's example questions.
     """
     from convohub.hub import write_space
 
@@ -194,4 +233,5 @@ def export_space(target: Any, repo: Path, *, dataset_id: str | None = None, mode
         front["datasets"] = [dataset_id]
     if models:
         front["models"] = list(models)
-    return write_space(target, name, Path(repo) / "spaces" / "reqap", extra_front_matter=front)
+    files = {EXAMPLES_FILE: json.dumps(examples, ensure_ascii=False, indent=1) + "\n"} if examples else None
+    return write_space(target, name, Path(repo) / "spaces" / "reqap", extra_front_matter=front, extra_files=files)

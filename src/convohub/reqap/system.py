@@ -86,10 +86,16 @@ def _steps() -> tuple[Step, ...]:
 
 
 def _step_space(ctx: Any) -> dict[str, Any]:
-    from convohub.reqap.space import export_space
+    """Export the Space with example questions the trained QUD wrote a tree for (from its evaluation, when
+    this release ran it; otherwise the app falls back to the dataset's examples)."""
+    from convohub.hub import read_json
+    from convohub.reqap.space import export_space, tree_examples
 
     models = [ctx.target.repo_id(spec.repo_name(ctx.profile)) for spec in MODELS]
-    path = export_space(ctx.target, ctx.repo, dataset_id=ctx.target.repo_id("perqa"), models=models)
+    evaluation = ctx.artifacts.get(qud.SPEC.artifact("eval_path"))
+    examples = tree_examples(read_json(Path(evaluation)).get("predictions", [])) if evaluation else None
+    path = export_space(ctx.target, ctx.repo, dataset_id=ctx.target.repo_id("perqa"), models=models,
+                        examples=examples)
     return {"reqap_space_dir": path}
 
 

@@ -72,11 +72,12 @@ def evaluate(model_dir: Path | str | None, dataset_dir: Path, split: str = "test
     ``max_new_tokens`` are given); ``decomposer`` overrides it (e.g. an
     :class:`~convohub.reqap.components.qud.ICLDecomposer` on a served LLM). ``retriever``/``extractor`` replace BM25 +
     lookup; ``max_trees`` candidates are tried per question. A seeded sample of ``max_questions`` questions is
-    scored (None: all). Steps are generated first, ``batch_size`` prompts at a time.
+    scored (None: all). Steps are generated first, ``batch_size`` prompts at a time. ``predictions`` lists
+    each question's first tree, answer and hit (the Space picks its examples from them).
     """
     from tqdm.auto import tqdm
 
-    from convohub.metrics import hit_at_1
+    from convohub.metrics import hit_at_1, is_hit
     from convohub.reqap.components.extract import DirectExtractor
     from convohub.reqap.components.pipeline import ReQAP
     from convohub.reqap.components.qud import SFTDecomposer
@@ -106,6 +107,7 @@ def evaluate(model_dir: Path | str | None, dataset_dir: Path, split: str = "test
     system = ReQAP(decomposer, retriever, extractor, budget_s=time_budget, max_trees=max_trees)
     preds: list[str | None] = []
     refs: list[list[str]] = []
+    rows: list[dict[str, Any]] = []
     with_tree = with_gold = exact = first_exact = steps_total = steps_exact = 0
     stores: dict[str, EventStore] = {}
     for q in tqdm(questions, desc=f"QUD on {split}", unit="question"):
@@ -130,6 +132,9 @@ def evaluate(model_dir: Path | str | None, dataset_dir: Path, split: str = "test
             steps_exact += sum(hits)
         preds.append(answer)
         refs.append([json.dumps(g, ensure_ascii=False, default=str) for g in q["answers"]])
+        rows.append({"id": q.get("id"), "persona_id": pid, "template_id": q.get("template_id"),
+                     "question": q["question"], "tree": first, "answer": answer,
+                     "hit": answer is not None and is_hit(answer, refs[-1])})
     main = hit_at_1(preds, refs, relax=0.1)
     n = len(questions)
     stats = decomposer.stats.as_dict()
@@ -145,6 +150,7 @@ def evaluate(model_dir: Path | str | None, dataset_dir: Path, split: str = "test
         "retriever": type(retriever).__name__, "extractor": type(extractor).__name__,
         "max_trees": max_trees, "decomposer": decomposer.describe(), "decomposer_stats": stats,
         "generation_seconds": round(generation, 1), "seconds": round(time.perf_counter() - started, 1),
+        "predictions": rows,
     }
 
 
