@@ -37,18 +37,33 @@ def test_export_space(tmp_path: Path) -> None:
     assert (folder / "convohub" / "__init__.py").is_file()  # the package travels with the Space
 
 
-def test_examples_are_questions_the_trained_qud_wrote_a_tree_for(tmp_path: Path) -> None:
-    from convohub.reqap.space import EXAMPLES_FILE, export_space, read_examples, tree_examples
+def test_examples_are_questions_the_trained_chain_answered_then_qud_trees(tmp_path: Path) -> None:
+    from convohub.reqap.space import EXAMPLES_FILE, examples_note, export_space, read_examples, space_examples
 
-    rows = [{"persona_id": "p0", "template_id": "a", "question": "q1", "tree": None, "answer": None, "hit": False},
-            {"persona_id": "p0", "template_id": "a", "question": "q2", "tree": "T", "answer": "1", "hit": False},
-            {"persona_id": "p1", "template_id": "a", "question": "q3", "tree": "T", "answer": "2", "hit": True},
-            {"persona_id": "p1", "template_id": "b", "question": "q4", "tree": "T", "answer": None, "hit": False},
-            {"persona_id": "p2", "template_id": "c", "question": "q5", "tree": "T", "answer": "3", "hit": False}]
-    picked = tree_examples(rows)  # a tree each, right answers first, then answered ones, one per template
-    assert [r["question"] for r in picked] == ["q3", "q5", "q4"]
-    assert picked[0] == {"persona_id": "p1", "question": "q3", "hit": True, "answered": True}
-    assert tree_examples(rows, n=1) == picked[:1] and tree_examples([r | {"tree": None} for r in rows]) == []
+    chain = [  # the end-to-end run of the trained chain: answered ones first, right ones, then the fastest
+        {"persona_id": "p0", "template_id": "a", "question": "c1", "tree": "T", "error": None, "hit": False,
+         "seconds": 30.0},
+        {"persona_id": "p0", "template_id": "b", "question": "c2", "tree": "T", "error": None, "hit": False,
+         "seconds": 8.94},
+        {"persona_id": "p1", "template_id": "c", "question": "c3", "tree": None, "error": "NoTree: ...",
+         "hit": False, "seconds": 5.0},
+        {"persona_id": "p1", "template_id": "d", "question": "c4", "tree": None,
+         "error": "TimeoutError: time budget of 60 s exceeded", "hit": False, "seconds": 95.0}]
+    qud = [  # the QUD evaluation: a tree each, right answers first, then answered ones
+        {"persona_id": "p0", "template_id": "a", "question": "q1", "tree": "T", "answer": "1", "hit": True},
+        {"persona_id": "p2", "template_id": "d", "question": "q2", "tree": "T", "answer": None, "hit": False},
+        {"persona_id": "p2", "template_id": "e", "question": "q3", "tree": None, "answer": None, "hit": False},
+        {"persona_id": "p2", "template_id": "f", "question": "q4", "tree": "T", "answer": "2", "hit": False}]
+    picked = space_examples(chain, qud)  # one per template: q1 shares c1's template
+    assert [r["question"] for r in picked] == ["c2", "c1", "q4", "q2"]
+    assert picked[0] == {"persona_id": "p0", "question": "c2", "hit": False, "source": "chain", "seconds": 8.9}
+    assert picked[2] == {"persona_id": "p2", "question": "q4", "hit": False, "source": "qud"}
+    assert space_examples(chain, qud, n=1) == picked[:1] and space_examples([], []) == []
+    assert [r["question"] for r in space_examples([], qud)] == ["q1", "q4", "q2"]
+    note = examples_note(picked)
+    assert "the first 2 were answered by this trained chain" in note and "30 s at most" in note
+    assert "the other 2 are questions for which the trained QUD wrote" in note
+    assert examples_note(space_examples([], qud)).startswith("Examples: the 3 are questions") and not examples_note([])
 
     target = HubTarget(tmp_path)
     folder = export_space(target, ROOT, examples=picked)
@@ -70,13 +85,13 @@ def test_app_opens_on_the_first_release_example(dataset: Path, tmp_path: Path,
     for name, spec in (("DECOMPOSER", "gold"), ("RETRIEVER", "bm25"), ("EXTRACTOR", "lookup")):
         monkeypatch.setenv(f"CONVOHUB_{name}", spec)
     persona = persona_ids(dataset, "test")[-1]
-    picked = [{"persona_id": persona, "question": TV_HOURS, "hit": False, "answered": True}]
+    picked = [{"persona_id": persona, "question": TV_HOURS, "hit": False, "source": "chain", "seconds": 9.0}]
     app = load_script(export_space(HubTarget(tmp_path), ROOT, examples=picked) / "app.py")
     assert (persona, TV_HOURS) == (app._PERSONA, app._QUESTION)
-    assert [[persona, TV_HOURS]] == app._EXAMPLES and "0 of 1 answered right" in app._EXAMPLES_NOTE
-    stranger = [{"persona_id": "nobody", "question": "q", "hit": True}]  # not in the dataset: the first persona
+    assert [[persona, TV_HOURS]] == app._EXAMPLES and "answered by this trained chain" in app._EXAMPLES_NOTE
+    stranger = [{"persona_id": "nobody", "question": "q", "hit": True, "source": "qud"}]  # not in the dataset: the first persona
     app = load_script(export_space(HubTarget(tmp_path / "other"), ROOT, examples=stranger) / "app.py")
-    assert (app._CHOICES[0], "q") == (app._PERSONA, app._QUESTION) and "1 of 1 answered right" in app._EXAMPLES_NOTE
+    assert (app._CHOICES[0], "q") == (app._PERSONA, app._QUESTION) and "(1 right with BM25" in app._EXAMPLES_NOTE
     plain = load_script(ROOT / "spaces" / "reqap" / "app.py")  # no release examples: the dataset's
     assert plain._EXAMPLES and plain._EXAMPLES[0][1] == plain._QUESTION and "one per template" in plain._EXAMPLES_NOTE
 
@@ -155,3 +170,24 @@ def test_long_list_answers_show_their_size_and_first_items() -> None:
     assert text.startswith("1,614 items, the first 10: [")
     assert '"id": 9,' in text and '"id": 10,' not in text
     assert answer_text(events[:10]).startswith('[{"id": 0')  # ten items are shown whole
+
+
+def test_release_picks_examples_from_its_end_to_end_run_and_qud_evaluation(tmp_path: Path) -> None:
+    from types import SimpleNamespace
+
+    from convohub.reqap.release import qud
+    from convohub.reqap.system import _space_examples
+
+    run = tmp_path / "end-to-end"
+    (run / "reqap_sft").mkdir(parents=True)
+    (run / "comparison.json").write_text("{}")
+    (run / "reqap_sft" / "predictions.jsonl").write_text(json.dumps(
+        {"persona_id": "p0", "template_id": "a", "question": "chain", "tree": "T", "error": None, "hit": False,
+         "seconds": 9.0}) + "\n")
+    (tmp_path / "qud_eval.json").write_text(json.dumps({"predictions": [
+        {"persona_id": "p1", "template_id": "b", "question": "qud", "tree": "T", "answer": "1", "hit": False}]}))
+    artifacts = {"reqap_end_to_end_path": str(run / "comparison.json"),
+                 qud.SPEC.artifact("eval_path"): str(tmp_path / "qud_eval.json")}
+    picked = _space_examples(SimpleNamespace(artifacts=artifacts))
+    assert [(e["question"], e["source"]) for e in picked] == [("chain", "chain"), ("qud", "qud")]
+    assert _space_examples(SimpleNamespace(artifacts={})) == []  # a release without them: the app's fallback

@@ -102,14 +102,11 @@ def _choices() -> list[str]:
 
 
 def _examples() -> tuple[list[list[str]], str]:
-    """(persona, question) examples and a line saying where they come from: those the release's trained QUD
-    wrote a tree for (examples.json beside this file), else test questions the gold trees cover."""
+    """(persona, question) examples and a line saying where they come from: those the release picked for the
+    trained chain (examples.json beside this file), else test questions the gold trees cover."""
     picked = space.read_examples(Path(__file__).parent)
     if picked:
-        right = sum(bool(r.get("hit")) for r in picked)
-        return ([[r["persona_id"], r["question"]] for r in picked],
-                f"Examples: test questions for which the trained QUD wrote a complete operator tree when the release "
-                f"evaluated it ({right} of {len(picked)} answered right there, with BM25 and key lookup).")
+        return [[r["persona_id"], r["question"]] for r in picked], space.examples_note(picked)
     try:
         found = [[p, q] for p, q in space.example_questions(_dataset(), SPLIT)]
     except (FileNotFoundError, OSError, ValueError):

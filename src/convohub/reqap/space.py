@@ -12,7 +12,7 @@ from __future__ import annotations
 import csv
 import json
 import re
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from datetime import date, datetime
 from pathlib import Path
 from typing import Any
@@ -22,7 +22,8 @@ from convohub.reqap.engine.executor import REFERENCE_DATE
 
 __all__ = [
     "SPEC_ENV", "component_specs", "OBS_COLUMNS", "TRACE_HEADERS", "ask", "events_from_csv", "events_from_ics", "example_questions",
-    "export_space", "read_examples", "tree_examples", "tree_markdown", "tree_picture"
+    "EXAMPLES_FILE", "examples_note", "export_space", "read_examples", "space_examples", "tree_markdown",
+    "tree_picture"
 ]
 
 SPACE_NAME = "reqap-demo"
@@ -180,29 +181,60 @@ def example_questions(dataset_dir: Path, split: str = "test", n: int = 6) -> lis
     return out
 
 
-#: The Space folder's file of example questions picked by :func:`tree_examples` at release time.
+#: The Space folder's file of example questions picked by :func:`space_examples` at release time.
 EXAMPLES_FILE = "examples.json"
 
 
-def tree_examples(predictions: list[Mapping[str, Any]], n: int = 6) -> list[dict[str, Any]]:
-    """Examples for the Space from the QUD evaluation's ``predictions``: questions for which the trained QUD
-    wrote a complete tree, right answers first, then answered ones, one question per template.
+def space_examples(chain_rows: Sequence[Mapping[str, Any]], qud_rows: Sequence[Mapping[str, Any]], n: int = 6
+                   ) -> list[dict[str, Any]]:
+    """Examples for the Space, one question per template, at most ``n``: first the questions the trained chain
+    answered in the release's end-to-end run (``chain_rows``: its ``predictions.jsonl``; right answers first,
+    then the fastest), then questions for which the trained QUD wrote a complete tree in its evaluation
+    (``qud_rows``: right answers first, then answered ones).
 
-    Why: the Space runs the trained chain, and a visitor's first question should show a tree; questions the
-    gold-tree oracle can decompose (:func:`example_questions`) often get none from a small trained QUD.
+    Why: the Space runs the trained chain, and a visitor's first question should come back with a tree within
+    the page's time budget. Questions the gold-tree oracle can decompose (:func:`example_questions`) often get
+    no tree from a small trained QUD, and a tree the QUD writes may still run the EXTRACT model over thousands
+    of events for minutes; only the end-to-end run shows which questions the chain finishes, and how fast.
     """
-    rank = sorted((r for r in predictions if r.get("tree")),
-                  key=lambda r: (not r.get("hit"), r.get("answer") is None))
+    ranked = {
+        "chain": sorted((r for r in chain_rows if r.get("tree") and not r.get("error")),
+                        key=lambda r: (not r.get("hit"), float(r.get("seconds") or 0.0))),
+        "qud": sorted((r for r in qud_rows if r.get("tree")),
+                      key=lambda r: (not r.get("hit"), r.get("answer") is None)),
+    }
     out: list[dict[str, Any]] = []
     templates: set[Any] = set()
-    for row in rank:
-        if row.get("template_id") in templates:
-            continue
-        templates.add(row.get("template_id"))
-        out.append({k: row.get(k) for k in ("persona_id", "question", "hit")} | {"answered": row.get("answer") is not None})
-        if len(out) >= n:
-            break
+    for source, rows in ranked.items():
+        for row in rows:
+            if row.get("template_id") in templates:
+                continue
+            templates.add(row.get("template_id"))
+            item = {"persona_id": row.get("persona_id"), "question": row.get("question"),
+                    "hit": bool(row.get("hit")), "source": source}
+            if source == "chain":
+                item["seconds"] = round(float(row.get("seconds") or 0.0), 1)
+            out.append(item)
+            if len(out) >= n:
+                return out
     return out
+
+
+def examples_note(examples: Sequence[Mapping[str, Any]]) -> str:
+    """The line the page shows above :func:`space_examples`' questions: where they come from, how many were
+    right there."""
+    chain = [e for e in examples if e.get("source") == "chain"]
+    qud = [e for e in examples if e.get("source") != "chain"]
+    parts = []
+    if chain:
+        slowest = max(float(e.get("seconds") or 0.0) for e in chain)
+        parts.append(f"the first {len(chain)} were answered by this trained chain in the release's end-to-end run "
+                     f"({sum(bool(e.get('hit')) for e in chain)} right, {slowest:.0f} s at most)")
+    if qud:
+        parts.append(f"{'the other' if chain else 'the'} {len(qud)} are questions for which the trained QUD wrote a "
+                     f"complete tree ({sum(bool(e.get('hit')) for e in qud)} right with BM25 and key lookup; the "
+                     "trained chain may take longer or time out on them)")
+    return "Examples: " + "; ".join(parts) + "." if parts else ""
 
 
 def read_examples(folder: Path) -> list[dict[str, Any]] | None:
@@ -223,7 +255,7 @@ def export_space(target: Any, repo: Path, *, dataset_id: str | None = None, mode
     """Write ``spaces/reqap`` as a Space folder under ``target`` (pushed when the target pushes).
 
     ``dataset_id`` (the released PerQA) and ``models`` (EXTRACT / QUD / RETRIEVE model ids) go into the
-    README front matter, merged with what is there; ``examples`` (:func:`tree_examples`) become
+    README front matter, merged with what is there; ``examples`` (:func:`space_examples`) become
     :data:`EXAMPLES_FILE`, the app's example questions.
     """
     from convohub.hub import write_space

@@ -85,15 +85,28 @@ def _steps() -> tuple[Step, ...]:
             card_step(qud.SPEC, extra=_end_to_end, extra_reads=("reqap_end_to_end_path",)))
 
 
-def _step_space(ctx: Any) -> dict[str, Any]:
-    """Export the Space with example questions the trained QUD wrote a tree for (from its evaluation, when
-    this release ran it; otherwise the app falls back to the dataset's examples)."""
+def _space_examples(ctx: Any) -> list[dict[str, Any]]:
+    """The Space's examples (:func:`convohub.reqap.space.space_examples`) from the end-to-end run of the trained
+    chain and the QUD evaluation, as far as this release has them (none: the app offers the dataset's)."""
     from convohub.hub import read_json
-    from convohub.reqap.space import export_space, tree_examples
+    from convohub.jsonlines import jsonl_records
+    from convohub.reqap.release.comparison import REFERENCE
+    from convohub.reqap.space import space_examples
+
+    chain: list[Any] = []
+    if end_to_end := ctx.artifacts.get("reqap_end_to_end_path"):
+        path = Path(end_to_end).parent / REFERENCE / "predictions.jsonl"
+        chain = [row for _, row in jsonl_records(path)] if path.is_file() else []
+    evaluation = ctx.artifacts.get(qud.SPEC.artifact("eval_path"))
+    return space_examples(chain, read_json(Path(evaluation)).get("predictions", []) if evaluation else [])
+
+
+def _step_space(ctx: Any) -> dict[str, Any]:
+    """Export the Space, with example questions the trained chain answers (:func:`_space_examples`)."""
+    from convohub.reqap.space import export_space
 
     models = [ctx.target.repo_id(spec.repo_name(ctx.profile)) for spec in MODELS]
-    evaluation = ctx.artifacts.get(qud.SPEC.artifact("eval_path"))
-    examples = tree_examples(read_json(Path(evaluation)).get("predictions", [])) if evaluation else None
+    examples = _space_examples(ctx)
     path = export_space(ctx.target, ctx.repo, dataset_id=ctx.target.repo_id("perqa"), models=models,
                         examples=examples)
     return {"reqap_space_dir": path}
