@@ -73,6 +73,9 @@ def test_examples_are_questions_the_trained_chain_answered_then_qud_trees(tmp_pa
     (folder / EXAMPLES_FILE).write_text('[{"question": "no persona"}]')
     with pytest.raises(ValueError, match=EXAMPLES_FILE):
         read_examples(folder)
+    (folder / EXAMPLES_FILE).write_text('[{"persona_id": "p0",')  # cut short: the file and place are named
+    with pytest.raises(ValueError, match=f"{EXAMPLES_FILE}: not valid JSON .* line 1"):
+        read_examples(folder)
 
 
 def test_app_opens_on_the_first_release_example(dataset: Path, tmp_path: Path,

@@ -242,7 +242,9 @@ def read_examples(folder: Path) -> list[dict[str, Any]] | None:
     path = Path(folder) / EXAMPLES_FILE
     if not path.is_file():
         return None
-    rows = json.loads(path.read_text(encoding="utf-8"))
+    from convohub.jsonlines import json_document
+
+    rows = json_document(path)
     if not isinstance(rows, list) or not all(isinstance(r, dict) and {"persona_id", "question"} <= set(r)
                                              for r in rows):
         raise ValueError(f"{path}: expected a list of {{persona_id, question, ...}} objects; "
