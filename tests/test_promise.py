@@ -20,6 +20,7 @@ from convohub.llm import ChatRequest
 from convohub.llm.runner import Parsed
 from convohub.promise.prompts import (
     EXAMPLES,
+    QG_EXAMPLES,
     content_words,
     parse_action,
     parse_intent,
@@ -532,3 +533,32 @@ def test_unused_snippets_first_moves_passages_already_asked_about_to_the_end(unu
     else:  # the same eight passages every turn, so suggestions come back to passages asked about before
         assert all(list(t["web_snippets"]) == top for t in dialogue["turns"])
         assert first & second or (first | second) & grounded[2]
+
+
+def _copying_reply(request: ChatRequest) -> str:
+    """SmolLM2's habit as an agent: shown earlier turns of its dialogue, it returns the last one's question
+    whatever the sentence; shown only the fixed worked examples, it writes a question for the sentence."""
+    if request.messages[-1]["content"].startswith("Sentence:"):
+        fixed = 1 + 2 * len(QG_EXAMPLES) + 1
+        if len(request.messages) > fixed:
+            return request.messages[-2]["content"]
+    return scripted_reply(request)
+
+
+@pytest.mark.parametrize("answers", ["extractive", "llm"])
+def test_a_retry_after_a_repeated_question_drops_the_dialogue_s_earlier_turns_from_the_prompt(answers: str) -> None:
+    backend = Recording()
+    backend.reply = _copying_reply if answers == "extractive" else scripted_reply
+    user = ScriptedUser({"drone": ["sq1", "sq2", "done"]})
+    settings = LoopSettings(n_dialogues=1, context_tokens=3000, answers=answers)
+    [dialogue], report = generate(backend, BM25Retriever(), user, TOPICS[:1], settings)
+    assert dialogue["outcome"] == "intent_satisfied" and dialogue["num_turns"] == 3  # never dropped
+    requests = [json.loads(r)[0] for r in backend.seen]
+    sqa = [m for m in requests if m[-1]["content"].startswith(("Sentence:", "Earlier turns", "Passage:"))]
+    with_examples = [m for m in sqa if len(m) > 1 + 2 * len(QG_EXAMPLES) + 1 or "Earlier turns" in m[-1]["content"]]
+    # the first tries of turns 2 and 3 show the earlier turns; every retry follows a repeat and shows none
+    errors = report["steps"]["sqa"]["top_errors"]
+    repeats = errors.pop("repeats an earlier question", 0)
+    assert errors == {} and report["steps"]["sqa"]["calls"] == len(sqa) == 12 + repeats and len(with_examples) == 8
+    if answers == "extractive":  # the copying agent repeats on every first try of turns 2 and 3
+        assert repeats >= 8

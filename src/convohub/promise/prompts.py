@@ -220,6 +220,10 @@ def sqa_request(query: str, snippet: str, examples: Sequence[str] = (), *, seed:
 GROUNDING = 0.6
 
 
+class RepeatedQuestion(ValueError):
+    """A suggested question with the same content words as an earlier query or suggestion of its dialogue."""
+
+
 def parse_sqa(text: str, snippet: str, seen: Sequence[str] = (), answer: str | None = None) -> tuple[str, str]:
     """(question, answer) of an SQA reply, or ValueError naming the failed check: a question of 3-25 words
     ending in '?', not a repeat of ``seen`` (earlier queries and SQs), sharing a word with the snippet; an
@@ -242,7 +246,7 @@ def parse_sqa(text: str, snippet: str, seen: Sequence[str] = (), answer: str | N
         raise ValueError(f"not a question of 3-25 words: {question[:80]!r}")
     key = " ".join(sorted(content_words(question)))
     if any(key == " ".join(sorted(content_words(s))) for s in seen):
-        raise ValueError(f"repeats an earlier question: {question[:80]!r}")
+        raise RepeatedQuestion(f"repeats an earlier question: {question[:80]!r}")
     snippet_words = content_words(snippet)
     if not content_words(question) & snippet_words:
         raise ValueError(f"question shares no word with its snippet: {question[:80]!r}")

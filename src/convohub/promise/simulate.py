@@ -33,6 +33,7 @@ from convohub.bm25 import STOPWORDS_NAME
 from convohub.llm import ask_until_parsed
 from convohub.promise.prompts import (
     ANSWER_MODES,
+    RepeatedQuestion,
     answer_sentence,
     estimate_tokens,
     fit_recent,
@@ -241,7 +242,10 @@ def agent_turn(backend: Any, retriever: SnippetRetriever, states: Sequence[State
 
     One request per suggestion: with ``answers="llm"`` the agent writes question and answer from the snippet
     and the query; with ``answers="extractive"`` the answer is the snippet sentence closest to the query and the
-    agent writes the question it answers. A second try uses a spare snippet, later tries sample."""
+    agent writes the question it answers. A second try uses a spare snippet, later tries sample. A try after a
+    suggestion that repeated an earlier question of its dialogue is asked without the dialogue's earlier turns as
+    examples: SmolLM2 copies their questions (in a tiny build, 93 of 109 rejected suggestions were repeats, most of
+    them an earlier turn's question returned for a different snippet sentence)."""
     hits = _snippets(retriever, states, settings)
     examples = [_examples(s, settings) for s in states]
     items = [(d, slot) for d in range(len(states)) for slot in range(N_SQS)]
@@ -249,6 +253,7 @@ def agent_turn(backend: Any, retriever: SnippetRetriever, states: Sequence[State
     # answer-first: each dialogue's earlier answers are not asked about again (a new sentence, a new question)
     answered = [[qa["answer"] for t in s.turns for qa in t["suggested_qas"]] for s in states]
     used: dict[int, int] = {}
+    repeated: set[int] = set()  # items whose last answer repeated an earlier question
 
     def snippet_index(i: int, attempt: int) -> int:
         d, slot = items[i]
@@ -262,10 +267,10 @@ def agent_turn(backend: Any, retriever: SnippetRetriever, states: Sequence[State
         sampled = attempt >= 2
         params = {"temperature": 0.7 if sampled else 0.0,
                   "seed": _seed(settings.seed, "sqa", len(states[d].turns), attempt) if sampled else None}
+        shown = () if i in repeated else examples[d]
         if settings.answers == "llm":
-            return sqa_request(states[d].query, text, examples[d], max_new_tokens=settings.sqa_max_new_tokens,
-                               **params)
-        return qg_request(answer_sentence(states[d].query, text, answered[d]), examples[d], **params)
+            return sqa_request(states[d].query, text, shown, max_new_tokens=settings.sqa_max_new_tokens, **params)
+        return qg_request(answer_sentence(states[d].query, text, answered[d]), shown, **params)
 
     def parse(i: int, text: str) -> tuple[str, str, int]:
         d, _ = items[i]
@@ -274,7 +279,12 @@ def agent_turn(backend: Any, retriever: SnippetRetriever, states: Sequence[State
             raise ValueError("no snippet retrieved for this suggestion")
         snippet = hits[d][index].text
         given = answer_sentence(states[d].query, snippet, answered[d]) if settings.answers == "extractive" else None
-        question, answer = parse_sqa(text, snippet, [*states[d].seen_questions(), *accepted[d]], answer=given)
+        repeated.discard(i)
+        try:
+            question, answer = parse_sqa(text, snippet, [*states[d].seen_questions(), *accepted[d]], answer=given)
+        except RepeatedQuestion:
+            repeated.add(i)
+            raise
         accepted[d].append(question)
         return question, answer, index
 
@@ -401,7 +411,7 @@ def generate(agent: Any, retriever: SnippetRetriever, user: DialogueUser, topics
     fingerprint = {"settings": asdict(settings), "agent": {"name": agent.name, **agent.identity()},
                    "retrieval": retriever.name, "retrieval_fingerprint": getattr(retriever, "fingerprint", None),
                    "retrieval_stopwords": STOPWORDS_NAME, "user": user.name, "topics": [t.id for t in topics],
-                   "v": 3}
+                   "v": 4}
 
     def compute() -> dict[str, Any]:
         started = time.perf_counter()
