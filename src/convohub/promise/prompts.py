@@ -226,7 +226,8 @@ class RepeatedQuestion(ValueError):
 
 def parse_sqa(text: str, snippet: str, seen: Sequence[str] = (), answer: str | None = None) -> tuple[str, str]:
     """(question, answer) of an SQA reply, or ValueError naming the failed check: a question of 3-25 words
-    ending in '?', not a repeat of ``seen`` (earlier queries and SQs), sharing a word with the snippet; an
+    ending in '?', not a repeat of ``seen`` (earlier queries and SQs; a repeat raises :class:`RepeatedQuestion`,
+    which the loop answers by asking again without the dialogue's earlier turns), sharing a word with the snippet; an
     answer of 2-50 words with at least :data:`GROUNDING` of its content words in the snippet, unless the
     ``answer`` was given (answer-first: the snippet sentence the question was asked for)."""
     given = answer
