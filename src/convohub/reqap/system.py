@@ -91,11 +91,12 @@ def _space_examples(ctx: Any) -> list[dict[str, Any]]:
     from convohub.hub import read_json
     from convohub.jsonlines import jsonl_records
     from convohub.reqap.release.comparison import REFERENCE
+    from convohub.reqap.release.evaluation import PREDICTIONS_FILE
     from convohub.reqap.space import space_examples
 
     chain: list[Any] = []
     if end_to_end := ctx.artifacts.get("reqap_end_to_end_path"):
-        path = Path(end_to_end).parent / REFERENCE / "predictions.jsonl"
+        path = Path(end_to_end).parent / REFERENCE / PREDICTIONS_FILE
         chain = [row for _, row in jsonl_records(path)] if path.is_file() else []
     evaluation = ctx.artifacts.get(qud.SPEC.artifact("eval_path"))
     return space_examples(chain, read_json(Path(evaluation)).get("predictions", []) if evaluation else [])

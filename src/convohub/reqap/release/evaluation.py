@@ -45,10 +45,12 @@ from convohub.reqap.engine.executor import REFERENCE_DATE
 if TYPE_CHECKING:  # the worker module is imported only when isolation is asked for
     from convohub.reqap.engine.worker import WorkerLimits
 
-__all__ = ["ATTRIBUTION_LABELS", "SYSTEMS", "attribute_error", "compare_runs", "evaluate", "format_comparison",
+__all__ = ["ATTRIBUTION_LABELS", "PREDICTIONS_FILE", "SYSTEMS", "attribute_error", "compare_runs", "evaluate", "format_comparison",
            "format_results", "mcnemar"]
 
 SYSTEMS = ("reqap", "rag", "codegen")
+#: the per-question file of an evaluation folder (beside ``results.json``), one JSON line per question
+PREDICTIONS_FILE = "predictions.jsonl"
 ATTRIBUTION_LABELS = ("tree", "retrieve", "extract", "gold_tree_misses")
 
 
@@ -282,7 +284,7 @@ def evaluate(dataset_dir: str | Path, split: str, system: str, answerer: Answere
 
         out = Path(out_dir)
         atomic_write_text(out / "results.json", dump_json(results))
-        atomic_write_text(out / "predictions.jsonl",
+        atomic_write_text(out / PREDICTIONS_FILE,
                           "".join(json.dumps(r, ensure_ascii=False, default=str) + "\n" for r in records))
     return results
 
@@ -341,7 +343,7 @@ def _predictions(path: str | Path) -> tuple[dict[str, Any], dict[str, bool]]:
     """(results.json, question id -> hit) of an evaluation folder, its results.json or its predictions.jsonl."""
     path = Path(path)
     folder = path if path.is_dir() else path.parent
-    predictions = folder / "predictions.jsonl"
+    predictions = folder / PREDICTIONS_FILE
     if not predictions.is_file():
         raise FileNotFoundError(f"{predictions} not found: give the --out folder of a `reqap evaluate` run (or "
                                 "its results.json)")
