@@ -97,11 +97,16 @@ SAYS = {
                                              "Above its base, `HuggingFaceTB/SmolLM2-135M-Instruct` zero-shot (46.00).",
                                              "**It does not beat its base**, `HuggingFaceTB/SmolLM2-135M-Instruct` "
                                              "zero-shot (7.00).",
-                                             "| LoRA | 1 | 3 | 0 | 14 |"],
+                                             "| LoRA | 1 | 3 | 0 | 14 |",
+                                             "300 steps). Its training turns were oversampled (seeded, with "
+                                             "replacement) until every action was as frequent as the most frequent "
+                                             "one: 72 rows from 40 turns whose actions were done 12, none 8, sq1 9, "
+                                             "sq2 5, sq3 4, sq4 2."],
     ("promise_lora_simulator", "paper", ""): ["`huggyllama/llama-7b` fine-tuned with LoRA (rank 64, alpha 16",
                                               "Task 2: macro-F1 20.00, above", "Above its base, `huggyllama/llama-7b` "
                                               "zero-shot (7.00).", "**It does not beat its base**, `huggyllama/llama-7b` "
-                                              "zero-shot (46.00)."],
+                                              "zero-shot (46.00).",
+                                              "(rank 64, alpha 16, 300 steps). \n"],  # turns as they are: no word
     ("wildfeedback_dpo", "paper", ""): ["vs the base model without the checklist: nothing judged",
                                         "lexical (word overlap): 20/64", " (selected with --variant)"],
 }
