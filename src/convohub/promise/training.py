@@ -23,7 +23,7 @@ import time
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import Any, Literal, get_args
 
 from convohub.hub import atomic_write_text, dump_json
 from convohub.promise.records import label_names
@@ -220,6 +220,11 @@ def run_encoder(task: str, argv: Sequence[str] | None = None) -> dict[str, Any]:
 
 
 # ------------------------------------------------------------------------------------------------ LoRA
+#: the generative simulator's ways of balancing its training turns across actions (the parser offers them)
+ActionBalance = Literal["none", "oversample"]
+ACTION_BALANCES: tuple[str, ...] = get_args(ActionBalance)
+
+
 @dataclass
 class SimulatorArguments:
     """Data arguments of the generative simulator script (also: trl's SFTConfig and ModelConfig)."""
@@ -228,14 +233,10 @@ class SimulatorArguments:
                               metadata={"help": "a built promise dataset folder"})
     train_split: str = field(default="validation")
     max_train_examples: int | None = field(default=None, metadata={"help": "cap on training turns (seeded)"})
-    action_balance: str = field(default="none", metadata={
+    action_balance: ActionBalance = field(default="none", metadata={
         "help": "'oversample': repeat turns (seeded, with replacement) until every action of the train split is as "
                 "frequent as the most frequent one, the generative counterpart of the encoders' balanced class "
                 "weighting (for macro-F1); 'none': the turns as they are"})
-
-
-#: the generative simulator's ways of balancing its training turns across actions
-ACTION_BALANCES = ("none", "oversample")
 
 
 def balance_actions(rows: Sequence[Mapping[str, Any]], actions: Sequence[str], mode: str,
