@@ -235,8 +235,8 @@ def _promise_generator(tmp: Path, profile: str) -> tuple[Path, dict[str, Any]]:
     args = {"script": {"dataset_path": "x"}, "training": {"seed": 0}, "model": {"model_name_or_path": base}}
     training = {"train_turns": 40, "steps": 2 if tiny else 300, "train_seconds": 20.5, "first_loss": 3.1,
                 "last_loss": 1.2, "learning_rate": 0.002, "lora": {"r": 64, "alpha": 16, "target_modules": "all-linear"},
-                "action_counts": {"done": 12, "none": 8, "sq1": 9, "sq2": 5, "sq3": 4, "sq4": 2}}
-    # tiny oversamples the actions (6 x 12 rows), paper trains on the turns as they are: both forms render
+                "reply_counts": {"1": 9, "2": 5, "3": 4, "4": 2, "done": 12, "none": 8}}
+    # tiny oversamples the replies (6 x 12 rows), paper trains on the turns as they are: both forms render
     training |= {"action_balance": "oversample", "train_examples": 72} if tiny else \
         {"action_balance": "none", "train_examples": 40}
     before = {"task1": _f1("task1", 0.46), "task2": _f1("task2", 0.07)}

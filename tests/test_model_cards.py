@@ -98,15 +98,14 @@ SAYS = {
                                              "**It does not beat its base**, `HuggingFaceTB/SmolLM2-135M-Instruct` "
                                              "zero-shot (7.00).",
                                              "| LoRA | 1 | 3 | 0 | 14 |",
-                                             "300 steps). Its training turns were oversampled (seeded, with "
-                                             "replacement) until every action was as frequent as the most frequent "
-                                             "one: 72 rows from 40 turns whose actions were done 12, none 8, sq1 9, "
-                                             "sq2 5, sq3 4, sq4 2."],
+                                             "Its training turns were oversampled (seeded, with replacement) until "
+                                             "every reply was as frequent as the most frequent one: 72 rows from 40 "
+                                             "turns whose replies were `1` 9, `2` 5, `3` 4, `4` 2, `done` 12, "
+                                             "`none` 8."],
     ("promise_lora_simulator", "paper", ""): ["`huggyllama/llama-7b` fine-tuned with LoRA (rank 64, alpha 16",
                                               "Task 2: macro-F1 20.00, above", "Above its base, `huggyllama/llama-7b` "
                                               "zero-shot (7.00).", "**It does not beat its base**, `huggyllama/llama-7b` "
-                                              "zero-shot (46.00).",
-                                              "(rank 64, alpha 16, 300 steps). \n"],  # turns as they are: no word
+                                              "zero-shot (46.00)."],
     ("wildfeedback_dpo", "paper", ""): ["vs the base model without the checklist: nothing judged",
                                         "lexical (word overlap): 20/64", " (selected with --variant)"],
 }
@@ -160,6 +159,13 @@ def test_every_block_of_every_template_is_reachable(rendered: dict) -> None:
     for template, blocks in used.items():
         defined = set(CardTemplate.read(ROOT / CARDS_DIR / f"{template}.md").blocks)
         assert defined == blocks, f"{template}: blocks no case renders: {sorted(defined - blocks)}"
+
+
+def test_only_an_oversampled_lora_simulator_says_so(rendered: dict) -> None:
+    """The tiny recipe oversamples the replies and its card says how; the paper recipe trains on the turns as
+    they are and its card says nothing of it."""
+    assert "were oversampled" in rendered[("promise_lora_simulator", "tiny", "")][1]
+    assert "oversampled" not in rendered[("promise_lora_simulator", "paper", "")][1]
 
 
 def test_metric_names_and_base_models(rendered: dict) -> None:

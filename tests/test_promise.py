@@ -564,18 +564,18 @@ def test_a_retry_after_a_repeated_question_drops_the_dialogue_s_earlier_turns_fr
         assert repeats >= 8
 
 
-def test_action_balance_oversamples_every_action_to_the_most_frequent_one() -> None:
+def test_action_balance_oversamples_every_reply_to_the_most_frequent_one() -> None:
     from collections import Counter
 
-    from convohub.promise.training import balance_actions
+    from convohub.promise.training import balance_actions, reply_of
 
-    actions = ["done"] * 6 + ["sq1"] * 3 + ["none"]
-    rows = [{"n": n, "action": a} for n, a in enumerate(actions)]
-    balanced = balance_actions(rows, actions, "oversample", seed=0)
-    assert Counter(r["action"] for r in balanced) == {"done": 6, "sq1": 6, "none": 6}
+    replies = ["done"] * 6 + ["1"] * 3 + ["none"]
+    rows = [{"n": n, "completion": [{"role": "assistant", "content": a}]} for n, a in enumerate(replies)]
+    balanced = balance_actions(rows, "oversample", seed=0)
+    assert Counter(map(reply_of, balanced)) == {"done": 6, "1": 6, "none": 6}
     assert {r["n"] for r in balanced} == set(range(len(rows)))  # every turn kept at least once
-    assert [r["action"] for r in balanced[:6]] != ["done"] * 6  # shuffled, not grouped by action
-    assert balanced == balance_actions(rows, actions, "oversample", seed=0)  # seeded
-    assert balance_actions(rows, actions, "none", seed=0) == rows
+    assert [reply_of(r) for r in balanced[:6]] != ["done"] * 6  # shuffled, not grouped by reply
+    assert balanced == balance_actions(rows, "oversample", seed=0)  # seeded
+    assert balance_actions(rows, "none", seed=0) == rows
     with pytest.raises(ValueError, match="action_balance must be one of none, oversample"):
-        balance_actions(rows, actions, "undersample", seed=0)
+        balance_actions(rows, "undersample", seed=0)

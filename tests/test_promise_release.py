@@ -116,7 +116,7 @@ def test_lora_simulator_card_has_table_4(release_root: Path) -> None:
     for name in measured["table"]:
         assert f"| {name} | " in body
     assert measured["training"]["steps"] == 1
-    counts = measured["training"]["action_counts"]  # the tiny recipe oversamples the actions, and the card says so
+    counts = measured["training"]["reply_counts"]  # the tiny recipe oversamples the replies, and the card says so
     assert measured["training"]["action_balance"] == "oversample"
     assert measured["training"]["train_examples"] == len(counts) * max(counts.values())
     assert f"{measured['training']['train_examples']} rows from {measured['training']['train_turns']} turns" in body

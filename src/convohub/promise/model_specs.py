@@ -176,7 +176,7 @@ def generator_card(card: CardInput) -> CardValues:
         "last_loss": training["last_loss"], "lora_r": lora.get("r"), "lora_alpha": lora.get("alpha"),
         "learning_rate": training["learning_rate"], "train_examples": training["train_examples"],
         "balance": block(training.get("action_balance") == "oversample", "oversampled"),
-        "action_counts": ", ".join(f"{a} {n}" for a, n in (training.get("action_counts") or {}).items()),
+        "reply_counts": ", ".join(f"`{a}` {n}" for a, n in (training.get("reply_counts") or {}).items()),
         "replies_table": markdown_table(["model", *sorted(set(replies["before"]) | set(replies["after"]))],
                                         [[name, *(replies[key].get(a, 0) for a in sorted(set(replies["before"])
                                                                                         | set(replies["after"])))]

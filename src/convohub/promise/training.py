@@ -239,27 +239,29 @@ class SimulatorArguments:
                 "weighting (for macro-F1); 'none': the turns as they are"})
 
 
-def balance_actions(rows: Sequence[Mapping[str, Any]], actions: Sequence[str], mode: str,
-                    seed: int) -> list[Mapping[str, Any]]:
-    """``rows`` (one per turn, ``actions`` their gold actions) with every action's turns drawn again, seeded and
-    with replacement, up to the count of the most frequent action (``mode`` 'oversample'), then shuffled so
-    that no step sees one action only; ``mode`` 'none' returns them unchanged. A LoRA simulator trained on a few
-    dozen turns otherwise learns the most frequent reply and answers it to every turn."""
+def reply_of(row: Mapping[str, Any]) -> str:
+    """The reply a prompt/completion row of :func:`action_rows` teaches (``1``-``4``, ``none`` or ``done``)."""
+    return str(row["completion"][0]["content"])
+
+
+def balance_actions(rows: Sequence[Mapping[str, Any]], mode: str, seed: int) -> list[Mapping[str, Any]]:
+    """``rows`` of :func:`action_rows` with every reply's rows (:func:`reply_of`) drawn again, seeded and with
+    replacement, up to the count of the most frequent reply (``mode`` 'oversample'), then shuffled so that no step
+    sees one reply only; ``mode`` 'none' returns them unchanged. A LoRA simulator trained on a few dozen turns
+    otherwise learns one reply and answers it to every turn."""
     import random
 
     if mode not in ACTION_BALANCES:
         raise ValueError(f"action_balance must be one of {', '.join(ACTION_BALANCES)}, got {mode!r}")
-    if len(rows) != len(actions):
-        raise ValueError(f"{len(rows)} rows but {len(actions)} actions")
     if mode == "none" or not rows:
         return list(rows)
     rng = random.Random(seed)
-    by_action: dict[str, list[Mapping[str, Any]]] = {}
-    for row, action in zip(rows, actions, strict=True):
-        by_action.setdefault(action, []).append(row)
-    most = max(len(v) for v in by_action.values())
-    out = [r for action in sorted(by_action) for r in
-           by_action[action] + rng.choices(by_action[action], k=most - len(by_action[action]))]
+    by_reply: dict[str, list[Mapping[str, Any]]] = {}
+    for row in rows:
+        by_reply.setdefault(reply_of(row), []).append(row)
+    most = max(len(v) for v in by_reply.values())
+    out = [r for reply in sorted(by_reply) for r in
+           by_reply[reply] + rng.choices(by_reply[reply], k=most - len(by_reply[reply]))]
     rng.shuffle(out)
     return out
 
@@ -268,11 +270,6 @@ def make_lora_parser() -> Any:
     from trl import ModelConfig, SFTConfig, TrlParser
 
     return TrlParser((SimulatorArguments, SFTConfig, ModelConfig))
-
-
-def turn_actions(dialogues: Sequence[Mapping[str, Any]]) -> list[str]:
-    """The gold action of every turn, in :func:`action_rows`' order."""
-    return [str(turn["action"]) for d in dialogues for turn in d["turns"]]
 
 
 def action_rows(dialogues: Sequence[Mapping[str, Any]]) -> list[dict[str, Any]]:
@@ -305,20 +302,17 @@ def run_lora(argv: Sequence[str] | None = None) -> dict[str, Any]:
 
     args, training_args, model_args = make_lora_parser().parse_args_and_config(
         list(argv) if argv is not None else None, fail_with_unknown_args=True)
-    dialogues = [dict(d) for d in load_split(args.dataset_path, "dialogues", args.train_split)]
-    rows, actions = action_rows(dialogues), turn_actions(dialogues)
+    rows = action_rows([dict(d) for d in load_split(args.dataset_path, "dialogues", args.train_split)])
     if args.max_train_examples is not None and len(rows) > args.max_train_examples:
-        keep = sorted(random.Random(training_args.seed).sample(range(len(rows)), args.max_train_examples))
-        rows, actions = [rows[n] for n in keep], [actions[n] for n in keep]
-    turns = len(rows)
-    rows = balance_actions(rows, actions, args.action_balance, training_args.seed)
-    print(f"generative simulator: {turns} training turns from {args.train_split}"
-          + (f", {len(rows)} after {args.action_balance} across {len(set(actions))} actions"
+        rows = random.Random(training_args.seed).sample(rows, args.max_train_examples)
+    replies = Counter(map(reply_of, rows))
+    balanced = balance_actions(rows, args.action_balance, training_args.seed)
+    print(f"generative simulator: {len(rows)} training turns from {args.train_split}"
+          + (f", {len(balanced)} rows after {args.action_balance} across {len(replies)} replies"
              if args.action_balance != "none" else ""))
-    results = train_chats(datasets.Dataset.from_list(rows), args, training_args, model_args,
-                          record={"stage": "sft", "train_split": args.train_split, "train_turns": turns,
-                                  "action_balance": args.action_balance,
-                                  "action_counts": dict(sorted(Counter(actions).items()))})
+    results = train_chats(datasets.Dataset.from_list(balanced), args, training_args, model_args,
+                          record={"stage": "sft", "train_split": args.train_split, "train_turns": len(rows),
+                                  "action_balance": args.action_balance, "reply_counts": dict(sorted(replies.items()))})
     print(f"generative simulator: {results['steps']} steps in {results['train_seconds']} s, loss "
           f"{results['first_loss']} -> {results['last_loss']}")
     return results
