@@ -244,10 +244,12 @@ def _promise_generator(tmp: Path, profile: str) -> tuple[Path, dict[str, Any]]:
     majority = {"task1": _f1("task1", 0.46), "task2": _f1("task2", 0.07)}
     results = {"split": "test", "items": {"task1": 18, "task2": 12}, "base_model": base, "before": before,
                "after": after, "majority": majority, "training": training,
+               "likelihood": {"before": before, "after": after},
                "replies": {"before": {"sq1": 18}, "after": {"done": 3, "sq2": 14, "None": 1}}}
     if tiny:
         results["table"] = {"majority (validation)": majority, "zero-shot smollm2": before,
-                            "encoders (task 1, task 2)": after, "LoRA simulator": after}
+                            "zero-shot smollm2, likelihood": before, "encoders (task 1, task 2)": after,
+                            "LoRA simulator": after, "LoRA simulator, likelihood": after}
     return _folder(tmp, {"training_args.json": args}), results
 
 

@@ -307,6 +307,23 @@ def test_generative_simulator_scoring_rule():
     assert simulator.predict("task2", items) == [1, -1, -1, 4]  # done on a Task 2 item: invalid
 
 
+def test_likelihood_decode_reads_both_tasks_from_the_six_replies() -> None:
+    """Task 1: done is the most likely of the six; Task 2: the most likely of the other five, so a turn whose
+    top reply is done still gets a Task 2 label. Only a local model has likelihoods to read."""
+    from convohub.promise.simulators import GenerativeSimulator, likelihood_label, resolve
+
+    done_first = {"sq1": -3.0, "sq2": -1.5, "sq3": -4.0, "sq4": -2.0, "none": -2.5, "done": -0.5}
+    none_first = {**done_first, "done": -3.5, "none": -0.1}
+    assert [likelihood_label("task1", x) for x in (done_first, none_first)] == [1, 0]
+    assert [likelihood_label("task2", x) for x in (done_first, none_first)] == [1, 4]
+    with pytest.raises(ValueError, match="served by an endpoint: use decode generate"):
+        GenerativeSimulator(Replies(lambda _text: "2"), decode="likelihood")
+    with pytest.raises(ValueError, match="unknown decode 'beam'"):
+        GenerativeSimulator(Replies(lambda _text: "2"), decode="beam")
+    with pytest.raises(ValueError, match="'majority' is not a zero-shot or generative simulator"):
+        resolve("majority", {"task1": [], "task2": []}, decode="likelihood")
+
+
 def test_multiple_choice_encoder_scores_each_option_with_one_scorer(tmp_path: Path) -> None:
     """Task 2's multiple-choice head: five probabilities per item in label order (SQ1-SQ4, none), the same
     scorer for every option (moving a suggestion moves its probability with it), saved and loaded by the
@@ -348,6 +365,13 @@ def test_smollm2_zero_shot_simulator_parses_its_answers():
     simulator = GenerativeSimulator(make_backend("smollm2", batch_size=8))
     actions = simulator.actions(items)
     assert all(a is not None for a in actions), simulator.replies
+    ranked = GenerativeSimulator(make_backend("smollm2", batch_size=8), decode="likelihood")
+    assert ranked.name.endswith("(likelihood)")
+    for task in ("task1", "task2"):
+        assert all(p >= 0 for p in ranked.predict(task, items))  # the most likely reply is always a label
+    numbers = ranked.likelihoods(items[0])
+    assert sorted(numbers) == sorted(["sq1", "sq2", "sq3", "sq4", "none", "done"])
+    assert all(v < 0 for v in numbers.values()) and len(set(numbers.values())) == 6
 
 
 def test_a_collection_file_replaces_the_passages_and_seeds_the_topics(tmp_path: Path,

@@ -110,7 +110,9 @@ def test_lora_simulator_card_has_table_4(release_root: Path) -> None:
     assert AutoModelForCausalLM.from_pretrained(folder).config.model_type == "llama"
     measured = json.loads((release_root / ".convohub-work" / "promise" / "promise_lora_simulator_eval.json").read_text())
     assert set(measured["table"]) == {"majority (validation)", "zero-shot smollm2", "encoders (task 1, task 2)",
-                                      "LoRA simulator"}
+                                      "LoRA simulator", "zero-shot smollm2, likelihood", "LoRA simulator, likelihood"}
+    for reading in measured["likelihood"].values():  # the most likely reply is always a label: nothing invalid
+        assert reading["task1"]["invalid_rate"] == reading["task2"]["invalid_rate"] == 0
     _, body = read_card(folder / "README.md")
     assert "**Scoring rule.**" in body and "Every simulator of this release on test" in body
     for name in measured["table"]:

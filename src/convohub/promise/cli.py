@@ -5,7 +5,9 @@ Simulators: ``majority``; ``zero-shot`` (the offline SmolLM2) or ``zero-shot:SPE
 ``http://host:8000/v1#model``, ``local:/folder``); ``encoder:TASK1_DIR,TASK2_DIR`` (the trained classifiers);
 ``generative:FOLDER`` (a trained LoRA simulator). Generative simulators reply with an action: a reply that
 parses to none is invalid on both tasks, and ``done`` on a Task 2 item is invalid on Task 2; invalid
-predictions are always wrong.
+predictions are always wrong. With ``--decode likelihood`` (a local model) the answer is the most likely of the
+six replies instead: Task 1 is ``done`` when ``done`` is the most likely, Task 2 the most likely of the other
+five, and no prediction is invalid.
 """
 
 from __future__ import annotations
@@ -15,7 +17,7 @@ import json
 from pathlib import Path
 from typing import Any
 
-from convohub.promise.simulators import SPEC_HELP
+from convohub.promise.simulators import DECODES, GENERATE, SPEC_HELP
 
 
 def _dataset(args: argparse.Namespace) -> Path:
@@ -35,7 +37,7 @@ def run_evaluate(args: argparse.Namespace) -> int:
 
     folder = _dataset(args)
     validation, items = load_items(folder, "validation"), load_items(folder, args.split)
-    simulator = resolve(args.simulator, validation, progress=True)
+    simulator = resolve(args.simulator, validation, progress=True, decode=args.decode)
     results = {"majority (validation)": score(MajorityBaseline(validation), items),
                simulator.name: score(simulator, items)}
     print(f"ProMISe user simulation on {folder} ({args.split}: {len(items['task1'])} Task 1 items, "
@@ -60,6 +62,9 @@ def add_cli(subparsers: Any) -> argparse.ArgumentParser:
     ev = sub.add_parser("evaluate", help="score a user simulator on Task 1 and Task 2 beside the majority baseline",
                         description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ev.add_argument("--simulator", required=True, help=SPEC_HELP)
+    ev.add_argument("--decode", choices=DECODES, default=GENERATE,
+                    help="how a zero-shot or generative simulator answers: its greedy reply, parsed (the paper), or "
+                         "the most likely of the six replies (a local model only; default: %(default)s)")
     ev.add_argument("--dataset", type=Path, default=None,
                     help="a built promise folder (default: <out>/datasets/<namespace>/promise)")
     ev.add_argument("--out", type=Path, default=Path("hub_release"), help="local hub root (default: %(default)s)")

@@ -9,8 +9,9 @@ these.
   measured on the same items, and the run's 4-fold cross-validation on validation is reported too;
 * :func:`evaluate_generator` generates the LoRA model's action for every test turn and scores both tasks
   (:mod:`convohub.promise.simulators`: the scoring rule for unparseable replies and ``done`` on Task 2);
-  *before* is the base model zero-shot with the same prompt. With the two encoders trained in the same
-  release it also scores every simulator side by side: the paper's Table 4 for this build, in the card.
+  *before* is the base model zero-shot with the same prompt. Both are also read by likelihood (the most likely
+  of the six replies, no invalid answer). With the two encoders trained in the same release it also scores
+  every simulator side by side: the paper's Table 4 for this build, in the card.
 """
 
 from __future__ import annotations
@@ -56,25 +57,30 @@ def _action_counts(simulator: Any, items: list[dict[str, Any]]) -> dict[str, int
 def evaluate_generator(model_dir: Path, dataset_dir: Path, models: Mapping[str, Path]) -> dict[str, Any]:
     """The LoRA simulator and its base model (zero-shot) on test, both tasks; with the encoders, Table 4."""
     from convohub.llm import make_backend
-    from convohub.promise.simulators import EncoderSimulator, GenerativeSimulator, MajorityBaseline, score
+    from convohub.promise import simulators as sims
     from convohub.training.models import resolve_model
     from convohub.training.runs import saved_arguments
 
     validation, test = _items(dataset_dir)
     base = str(saved_arguments(model_dir)["model"]["model_name_or_path"])
     base_backend = make_backend("smollm2" if base == "smollm2" else f"local:{resolve_model(base)}", batch_size=32)
-    zero_shot = GenerativeSimulator(base_backend, name=f"zero-shot:{base}")
-    trained = GenerativeSimulator(make_backend(f"local:{model_dir}", batch_size=32), name="LoRA simulator")
+    trained_backend = make_backend(f"local:{model_dir}", batch_size=32)
+    zero_shot = sims.GenerativeSimulator(base_backend, name=f"zero-shot:{base}")
+    trained = sims.GenerativeSimulator(trained_backend, name="LoRA simulator")
     results: dict[str, Any] = {
         "split": "test", "items": {t: len(v) for t, v in test.items()}, "base_model": base,
-        "before": score(zero_shot, test), "after": score(trained, test),
-        "majority": score(MajorityBaseline(validation), test),
+        "before": sims.score(zero_shot, test), "after": sims.score(trained, test),
+        "majority": sims.score(sims.MajorityBaseline(validation), test),
+        "likelihood": {"before": sims.score(sims.GenerativeSimulator(base_backend, decode=sims.LIKELIHOOD), test),
+                       "after": sims.score(sims.GenerativeSimulator(trained_backend, decode=sims.LIKELIHOOD), test)},
         "replies": {"before": _action_counts(zero_shot, test["task1"]), "after": _action_counts(trained, test["task1"])},
         "training": read_json(Path(model_dir) / TRAINING_RECORD_FILE)}
     if "promise_task1_encoder" in models and "promise_task2_encoder" in models:
-        encoders = EncoderSimulator({"task1": models["promise_task1_encoder"], "task2": models["promise_task2_encoder"]})
+        encoders = sims.EncoderSimulator({"task1": models["promise_task1_encoder"], "task2": models["promise_task2_encoder"]})
         results["table"] = {"majority (validation)": results["majority"], f"zero-shot {base}": results["before"],
-                            "encoders (task 1, task 2)": score(encoders, test), "LoRA simulator": results["after"]}
+                            f"zero-shot {base}, likelihood": results["likelihood"]["before"],
+                            "encoders (task 1, task 2)": sims.score(encoders, test), "LoRA simulator": results["after"],
+                            "LoRA simulator, likelihood": results["likelihood"]["after"]}
     return results
 
 

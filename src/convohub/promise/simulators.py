@@ -11,7 +11,12 @@ Every simulator predicts integer labels for task items (:func:`convohub.promise.
 * :class:`GenerativeSimulator`: a chat model given the user prompt of :mod:`convohub.promise.prompts` (the
   paper's LLM simulator without the explanation), its reply parsed into ``1``-``4``, ``none`` or ``done``:
   zero-shot (SmolLM2, or any endpoint) or the LoRA model of ``training/promise_lora_simulator``. One
-  generation per turn serves both tasks.
+  answer per turn serves both tasks, read in one of two ways (:data:`DECODES`): ``generate``, the paper's
+  greedy generation, parsed; or ``likelihood`` (a local model only), the log-likelihood the model gives each
+  of the six replies (``1``-``4``, ``none``, ``done``) right after the prompt
+  (:class:`convohub.llm.choices.ChoiceBackend`): Task 1 is ``done`` when it is the most likely of the six,
+  Task 2 the most likely of the five others, so no answer is invalid. A 135M model's free reply is mostly
+  the same word whatever the turn; the likelihoods keep the ranking the weights hold.
 
 Scoring rule for generative simulators (the card states it): a reply that parses to no action is invalid on
 both tasks; ``done`` on a Task 2 item (a turn whose gold action is not ``done``) is invalid too. Invalid
@@ -26,8 +31,11 @@ from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any, Protocol
 
-from convohub.promise.prompts import parse_action, user_request
-from convohub.promise.records import INVALID, TASK2_LABEL, label_names
+from convohub.promise.prompts import completion_text, parse_action, user_request
+from convohub.promise.records import ACTIONS, INVALID, TASK2_LABEL, label_names
+
+#: how a generative simulator's answer is read (module docstring)
+GENERATE, LIKELIHOOD = DECODES = ("generate", "likelihood")
 
 SPEC_HELP = ("majority, zero-shot (the offline SmolLM2), zero-shot:SPEC (any LLM spec: smollm2, an endpoint "
              "http://host:8000/v1#model, local:/folder), encoder:TASK1_DIR,TASK2_DIR, or generative:FOLDER (a "
@@ -146,11 +154,21 @@ class EncoderSimulator:
 
 
 class GenerativeSimulator:
-    """A chat model as the user (module docstring: one greedy generation per turn, parsed, scoring rule)."""
+    """A chat model as the user (module docstring: one answer per turn, generated or read by likelihood)."""
 
-    def __init__(self, backend: Any, name: str | None = None, progress: bool = False) -> None:
-        self.backend, self.progress = backend, progress
-        self.name = name or f"zero-shot:{backend.model_id}"
+    def __init__(self, backend: Any, name: str | None = None, progress: bool = False, decode: str = GENERATE) -> None:
+        if decode not in DECODES:
+            raise ValueError(f"unknown decode {decode!r}; use one of {', '.join(DECODES)}")
+        if decode == LIKELIHOOD:
+            from convohub.llm.choices import as_choice_backend
+
+            chooser = as_choice_backend(backend, [completion_text(a) for a in ACTIONS])
+            if chooser is None:
+                raise ValueError(f"decode likelihood reads a local model's probabilities; {backend.model_id} is "
+                                 "served by an endpoint: use decode generate")
+            backend = chooser
+        self.backend, self.progress, self.decode = backend, progress, decode
+        self.name = (name or f"zero-shot:{backend.model_id}") + (" (likelihood)" if decode == LIKELIHOOD else "")
         self.replies: dict[str, str] = {}
 
     def actions(self, items: Sequence[Mapping[str, Any]]) -> list[str | None]:
@@ -165,14 +183,35 @@ class GenerativeSimulator:
         return [parse_action(self.replies[i["id"]]) for i in items]
 
     def predict(self, task: str, items: Sequence[Mapping[str, Any]]) -> list[int]:
+        if self.decode == LIKELIHOOD:
+            self.actions(items)
+            return [likelihood_label(task, self.likelihoods(item)) for item in items]
         label = (lambda a: INVALID if a is None else int(a == "done")) if task == "task1" else \
             (lambda a: INVALID if a is None or a == "done" else TASK2_LABEL[a])
         return [label(a) for a in self.actions(items)]
 
+    def likelihoods(self, item: Mapping[str, Any]) -> dict[str, float]:
+        """``{action: log-likelihood}`` of an answered item (likelihood decode only)."""
+        from convohub.llm.choices import choice_logprobs
+
+        numbers = choice_logprobs(self.replies[item["id"]])
+        return {a: numbers[completion_text(a)] for a in ACTIONS}
+
+
+def likelihood_label(task: str, likelihoods: Mapping[str, float]) -> int:
+    """The Task 1 or Task 2 label of one turn from its six actions' log-likelihoods (module docstring)."""
+    if task == "task1":
+        return int(max(likelihoods, key=likelihoods.__getitem__) == "done")
+    return TASK2_LABEL[max(TASK2_LABEL, key=likelihoods.__getitem__)]
+
 
 def resolve(spec: str, train: Mapping[str, Sequence[Mapping[str, Any]]] | None = None,
-            progress: bool = False) -> Simulator:
-    """A simulator from its spec (:data:`SPEC_HELP`); ``train`` (validation items per task) for the baseline."""
+            progress: bool = False, decode: str = GENERATE) -> Simulator:
+    """A simulator from its spec (:data:`SPEC_HELP`); ``train`` (validation items per task) for the baseline;
+    ``decode`` (:data:`DECODES`) for the generative ones."""
+    if decode != GENERATE and not spec.startswith(("zero-shot", "generative:")):
+        raise ValueError(f"decode {decode!r} reads a language model's answer; {spec!r} is not a zero-shot or "
+                         "generative simulator")
     if spec == "majority":
         if train is None:
             raise ValueError("the majority baseline needs the validation items")
@@ -182,13 +221,13 @@ def resolve(spec: str, train: Mapping[str, Sequence[Mapping[str, Any]]] | None =
 
         llm = spec.partition(":")[2] or "smollm2"
         return GenerativeSimulator(make_backend(llm, **({"batch_size": 32} if llm == "smollm2" else {})),
-                                   progress=progress)
+                                   progress=progress, decode=decode)
     if spec.startswith("generative:"):
         from convohub.llm import make_backend
 
         folder = spec.partition(":")[2]
         return GenerativeSimulator(make_backend(f"local:{folder}", batch_size=32), name=f"generative:{folder}",
-                                   progress=progress)
+                                   progress=progress, decode=decode)
     if spec.startswith("encoder:"):
         folders = [f for f in spec.partition(":")[2].split(",") if f]
         if len(folders) != 2:
