@@ -15,8 +15,8 @@ Every simulator predicts integer labels for task items (:func:`convohub.promise.
   greedy generation, parsed; or ``likelihood`` (a local model only), the log-likelihood the model gives each
   of the six replies (``1``-``4``, ``none``, ``done``) right after the prompt
   (:class:`convohub.llm.choices.ChoiceBackend`): Task 1 is ``done`` when it is the most likely of the six,
-  Task 2 the most likely of the five others, so no answer is invalid. A 135M model's free reply is mostly
-  the same word whatever the turn; the likelihoods keep the ranking the weights hold.
+  Task 2 the most likely of the five others, so no answer is invalid, and every reply keeps a score that
+  ranks turns (``training/promise_lora_simulator/README.md`` measures that ranking's AUC).
 
 Scoring rule for generative simulators (the card states it): a reply that parses to no action is invalid on
 both tasks; ``done`` on a Task 2 item (a turn whose gold action is not ``done``) is invalid too. Invalid
