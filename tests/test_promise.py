@@ -316,6 +316,7 @@ def test_likelihood_decode_reads_both_tasks_from_the_six_replies() -> None:
     none_first = {**done_first, "done": -3.5, "none": -0.1}
     assert [likelihood_label("task1", x) for x in (done_first, none_first)] == [1, 0]
     assert [likelihood_label("task2", x) for x in (done_first, none_first)] == [1, 4]
+    assert likelihood_label("task1", {}) == likelihood_label("task2", {}) == -1  # a failed call: invalid
     with pytest.raises(ValueError, match="served by an endpoint: use decode generate"):
         GenerativeSimulator(Replies(lambda _text: "2"), decode="likelihood")
     with pytest.raises(ValueError, match="unknown decode 'beam'"):

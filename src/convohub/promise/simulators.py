@@ -171,8 +171,8 @@ class GenerativeSimulator:
         self.name = (name or f"zero-shot:{backend.model_id}") + (" (likelihood)" if decode == LIKELIHOOD else "")
         self.replies: dict[str, str] = {}
 
-    def actions(self, items: Sequence[Mapping[str, Any]]) -> list[str | None]:
-        """The parsed action of each item (None: unparseable); replies are kept per item id."""
+    def _answer(self, items: Sequence[Mapping[str, Any]]) -> None:
+        """Ask the model about every item not answered yet; replies are kept per item id ("" for a failed call)."""
         from convohub.llm import run_chat
 
         todo = [i for i in items if i["id"] not in self.replies]
@@ -180,36 +180,48 @@ class GenerativeSimulator:
         for item, response in zip(todo, run_chat(self.backend, requests, desc=self.name, progress=self.progress),
                                   strict=True):
             self.replies[item["id"]] = response.text if response.ok else ""
+
+    def actions(self, items: Sequence[Mapping[str, Any]]) -> list[str | None]:
+        """The parsed action of each item (None: unparseable)."""
+        self._answer(items)
         return [parse_action(self.replies[i["id"]]) for i in items]
 
     def predict(self, task: str, items: Sequence[Mapping[str, Any]]) -> list[int]:
         if self.decode == LIKELIHOOD:
-            self.actions(items)
+            self._answer(items)
             return [likelihood_label(task, self.likelihoods(item)) for item in items]
         label = (lambda a: INVALID if a is None else int(a == "done")) if task == "task1" else \
             (lambda a: INVALID if a is None or a == "done" else TASK2_LABEL[a])
         return [label(a) for a in self.actions(items)]
 
     def likelihoods(self, item: Mapping[str, Any]) -> dict[str, float]:
-        """``{action: log-likelihood}`` of an answered item (likelihood decode only)."""
+        """``{action: log-likelihood}`` of an answered item (likelihood decode only; {} after a failed call)."""
         from convohub.llm.choices import choice_logprobs
 
         numbers = choice_logprobs(self.replies[item["id"]])
-        return {a: numbers[completion_text(a)] for a in ACTIONS}
+        return {a: numbers[completion_text(a)] for a in ACTIONS} if numbers else {}
 
 
 def likelihood_label(task: str, likelihoods: Mapping[str, float]) -> int:
-    """The Task 1 or Task 2 label of one turn from its six actions' log-likelihoods (module docstring)."""
+    """The Task 1 or Task 2 label of one turn from its six actions' log-likelihoods (module docstring); invalid
+    when there are none (the model call failed)."""
+    if not likelihoods:
+        return INVALID
     if task == "task1":
         return int(max(likelihoods, key=likelihoods.__getitem__) == "done")
     return TASK2_LABEL[max(TASK2_LABEL, key=likelihoods.__getitem__)]
+
+
+def is_generative(spec: str) -> bool:
+    """Whether ``spec`` names a language model as the simulator (``zero-shot[:SPEC]`` or ``generative:FOLDER``)."""
+    return spec == "zero-shot" or spec.startswith(("zero-shot:", "generative:"))
 
 
 def resolve(spec: str, train: Mapping[str, Sequence[Mapping[str, Any]]] | None = None,
             progress: bool = False, decode: str = GENERATE) -> Simulator:
     """A simulator from its spec (:data:`SPEC_HELP`); ``train`` (validation items per task) for the baseline;
     ``decode`` (:data:`DECODES`) for the generative ones."""
-    if decode != GENERATE and not spec.startswith(("zero-shot", "generative:")):
+    if decode != GENERATE and not is_generative(spec):
         raise ValueError(f"decode {decode!r} reads a language model's answer; {spec!r} is not a zero-shot or "
                          "generative simulator")
     if spec == "majority":
