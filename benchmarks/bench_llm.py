@@ -6,7 +6,10 @@
 2. Local backend on prompts that share a system message and worked examples (as most pipeline steps do):
    the shared prefix run once per batch (the backend's path) vs the plain left-padded batch
    (``convohub.llm.local.MIN_SHARED_PREFIX`` raised out of reach). Goals: faster (ratio > 1), same answers.
-3. Endpoint client (:class:`~convohub.llm.EndpointBackend`) against `transformers serve` on the same
+3. Local backend on few-shot prompts of two kinds (two sets of worked examples, alternating, as ProMISe's
+   suggestion slots are): batches cut by shared leading messages (``convohub.llm.local.plan_batches``, the
+   backend's path) vs cut by length alone. Goal: faster (ratio > 1).
+4. Endpoint client (:class:`~convohub.llm.EndpointBackend`) against `transformers serve` on the same
    model vs the server's own throughput, measured with a plain OpenAI client sending the same requests
    with the same concurrency. Goal: convohub's client keeps >= 0.9 of what the server delivers.
 
@@ -49,12 +52,22 @@ FEW_SHOT = (("Explain magnets in two sentences.", "Magnets pull on iron because 
              "The gas makes bread dough rise and puts the bubbles in beer."))
 
 
-def few_shot_prompts(n: int, max_new_tokens: int) -> list[ChatRequest]:
-    """``n`` questions behind one system message and two worked exchanges (a shared prompt prefix)."""
-    shots = [m for q, a in FEW_SHOT for m in ({"role": "user", "content": q}, {"role": "assistant", "content": a})]
-    return [ChatRequest([{"role": "system", "content": FEW_SHOT_SYSTEM}, *shots,
+def few_shot_prompts(n: int, max_new_tokens: int, kinds: int = 1) -> list[ChatRequest]:
+    """``n`` questions behind one system message and worked exchanges (a shared prompt prefix); with ``kinds``
+    2, every other prompt shows the two exchanges in the other order (two prefixes, alternating)."""
+    def shots(kind: int) -> list[dict[str, str]]:
+        pairs = FEW_SHOT if kind == 0 else FEW_SHOT[::-1]
+        return [m for q, a in pairs for m in ({"role": "user", "content": q}, {"role": "assistant", "content": a})]
+
+    return [ChatRequest([{"role": "system", "content": FEW_SHOT_SYSTEM}, *shots(i % kinds),
                          {"role": "user", "content": f"Explain {TOPICS[i % len(TOPICS)]} in two sentences."}],
                         max_new_tokens=max_new_tokens) for i in range(n)]
+
+
+def length_only(requests: Sequence[ChatRequest], indices: Sequence[int], batch_size: int) -> list[list[int]]:
+    """The baseline cut: longest prompt first, whatever the prompts start with."""
+    order = sorted(indices, key=lambda i: -sum(len(m.get("content") or "") for m in requests[i].messages))
+    return [order[start:start + batch_size] for start in range(0, len(order), batch_size)]
 
 
 def best_rate(run: Callable[[], list[str]], count: Callable[[list[str]], int], repeats: int) -> tuple[float, int]:
@@ -137,6 +150,17 @@ def main(argv: Sequence[str] | None = None) -> int:
     goals.append(("few-shot shared prefix / plain", rows[-2][1] / rows[-1][1], 1.0))
     same = sum(a == b for a, b in zip(answers["shared"], answers["plain"], strict=True))
     goals.append(("few-shot answers equal to the plain path's (share)", same / len(few_shot), 1.0))
+
+    two_kinds = few_shot_prompts(args.prompts, args.max_new_tokens, kinds=2)
+    rows.append((f"local, two prefixes, cut by prefix x{args.batch_size}",
+                 *best_rate(lambda: [r.text for r in batched.chat(two_kinds)], count, args.repeats)))
+    saved_plan, local_module.plan_batches = local_module.plan_batches, length_only
+    try:
+        rows.append((f"local, two prefixes, cut by length x{args.batch_size}",
+                     *best_rate(lambda: [r.text for r in batched.chat(two_kinds)], count, args.repeats)))
+    finally:
+        local_module.plan_batches = saved_plan
+    goals.append(("two prefixes: cut by prefix / by length", rows[-2][1] / rows[-1][1], 1.0))
 
     if not args.skip_endpoint:
         with tempfile.TemporaryDirectory() as tmp, serve(folder, Path(tmp) / "serve.log") as (url, model):

@@ -779,6 +779,43 @@ def test_a_batch_runs_its_shared_prompt_prefix_once_with_the_same_answers(
     assert [r.text for r in local_backend.chat(sampled)] == [r.text for r in local_backend.chat(sampled)]
 
 
+def test_batches_are_cut_so_that_requests_with_the_same_leading_messages_share_one(
+    local_backend: TransformersBackend, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    import convohub.llm.local as local_module
+
+    monkeypatch.setattr(local_module, "MIN_PREFIX_GROUP", 4)
+    systems = ["You answer questions about travel, food and museums in one short sentence. " * 4,
+               "You answer questions about gardens, tools and weather in one short sentence. " * 4]
+    questions = ["Where?", "What is the best time of the year to go there and why?", "Why so?",
+                 "Which one of them is the oldest one in the whole country today?"]
+    # by length alone the two systems alternate, so no batch of four would share more than the template's start
+    requests = [ChatRequest([{"role": "system", "content": systems[k % 2]}, {"role": "user", "content": q}],
+                            max_new_tokens=4) for q in questions for k in range(2)]
+    batches = local_module.plan_batches(requests, range(len(requests)), 4)
+    assert sorted(map(sorted, batches)) == [[0, 2, 4, 6], [1, 3, 5, 7]]
+    assert all([len(requests[i].messages[1]["content"]) for i in b] == sorted(map(len, questions), reverse=True)
+               for b in batches)
+    # one system for all: the plain longest-first cut; a system fewer than MIN_PREFIX_GROUP share: cut with the rest
+    same = [0, 2, 4, 6]
+    assert local_module.plan_batches(requests, same, 3) == [[6, 2, 4], [0]]
+    assert local_module.plan_batches(requests, [*same, 1], 4) == [[6, 2, 4, 0], [1]]
+    assert local_module.plan_batches(requests, [0, 1, 2], 4) == [[2, 1, 0]]
+    prefixes: list[int] = []
+    forward = local_backend.model.forward
+
+    def spy(*args: Any, **kwargs: Any) -> Any:
+        if kwargs.get("use_cache") and kwargs.get("cache") is None and kwargs["input_ids"].shape[0] == 1:
+            prefixes.append(kwargs["input_ids"].shape[1])
+        return forward(*args, **kwargs)
+
+    monkeypatch.setattr(local_backend.model, "forward", spy)
+    batched = local_backend.chat(requests)
+    monkeypatch.setattr(local_backend.model, "forward", forward)
+    assert len(prefixes) == 2 and min(prefixes) >= local_module.MIN_SHARED_PREFIX  # one shared prefix per batch
+    assert [r.text for r in batched] == [local_backend.chat([r])[0].text for r in requests]  # in request order
+
+
 def test_transformers_backend_decodes_only_new_tokens(
     local_backend: TransformersBackend, monkeypatch: pytest.MonkeyPatch
 ) -> None:

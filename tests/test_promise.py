@@ -21,13 +21,15 @@ from convohub.llm.runner import Parsed
 from convohub.promise.prompts import (
     EXAMPLES,
     QG_EXAMPLES,
+    QG_SHOWN,
     content_words,
     parse_action,
     parse_intent,
     parse_question,
     parse_sqa,
+    qg_request,
 )
-from convohub.promise.records import outcome_of, task_items
+from convohub.promise.records import outcome_of, question_openings, task_items
 from convohub.promise.retrieval import BM25Retriever, Passage, Topic, default_collection
 from convohub.promise.simulate import LoopSettings, generate, rebalance, split_dialogues
 from convohub.promise.source import PromiseSourceError, read_source
@@ -181,6 +183,37 @@ def test_sqa_and_action_checks():
             parse_sqa(reply, snippet, seen=["Which accessory is the most useful for a drone?"])
     assert [parse_action(t) for t in ("2", "Choice 3.", "None of them", "Done!", "I think 4", "maybe")] == \
         ["sq2", "sq3", "none", "done", "sq4", None]
+
+
+def test_answer_first_prompts_rotate_worked_examples_that_open_their_questions_differently() -> None:
+    openers = [" ".join(q.split()[:2]) for _, q in QG_EXAMPLES]
+    assert len(set(openers)) == len(openers) and all(q.endswith("?") for _, q in QG_EXAMPLES)
+    sentence = "Boiled eggs keep for a week in the fridge."
+
+    def shown(start: int) -> tuple[str, ...]:
+        request = qg_request(sentence, start=start)
+        assert request.messages[-1]["content"] == f"Sentence: {sentence}"
+        return tuple(m["content"] for m in request.messages[1:-1])
+
+    assert all(len(shown(k)) == 2 * QG_SHOWN for k in range(len(QG_EXAMPLES)))
+    # the four slots of a turn are asked after four different last examples, and the next turn shifts them
+    lasts = {k: shown(k)[-1] for k in range(len(QG_EXAMPLES) + 1)}
+    assert len({lasts[k] for k in range(4)}) == 4 and lasts[len(QG_EXAMPLES)] == lasts[0]
+    assert {shown(k)[1] for k in range(len(QG_EXAMPLES))} == {f"Question: {q}" for _, q in QG_EXAMPLES}
+    # the passage collection's topics stay out of the worked examples
+    topic_words = set().union(*(content_words(t.topic) for t in default_collection().topics))
+    assert not topic_words & set().union(*(content_words(a + " " + q) for a, q in QG_EXAMPLES))
+
+
+def test_question_openings_count_the_first_words_of_every_suggestion() -> None:
+    def turn(*questions: str) -> dict[str, Any]:
+        return {"suggested_qas": [{"question": q, "answer": "a b"} for q in questions]}
+
+    dialogues = [{"turns": [turn("How long does it take?", "How long does dough rise?", "Why is it so?")]},
+                 {"turns": [turn("How long does a cat hide?"), turn("Which one is best?")]}]
+    assert question_openings(dialogues) == ([("How long does", 3), ("Why is it", 1), ("Which one is", 1)], 5)
+    assert question_openings(dialogues, words=1, top=1) == ([("How", 3)], 5)
+    assert question_openings([]) == ([], 0)
 
 
 def test_setup_checks_keep_the_first_question_very_short_and_the_intent_clean():
@@ -560,13 +593,15 @@ def test_unused_snippets_first_moves_passages_already_asked_about_to_the_end(unu
         assert first & second or (first | second) & grounded[2]
 
 
+#: messages of an answer-first request without earlier turns: system, the shown worked examples, the sentence
+QG_FIXED_MESSAGES = 1 + 2 * QG_SHOWN + 1
+
+
 def _copying_reply(request: ChatRequest) -> str:
     """SmolLM2's habit as an agent: shown earlier turns of its dialogue, it returns the last one's question
-    whatever the sentence; shown only the fixed worked examples, it writes a question for the sentence."""
-    if request.messages[-1]["content"].startswith("Sentence:"):
-        fixed = 1 + 2 * len(QG_EXAMPLES) + 1
-        if len(request.messages) > fixed:
-            return request.messages[-2]["content"]
+    whatever the sentence; shown only the worked examples, it writes a question for the sentence."""
+    if request.messages[-1]["content"].startswith("Sentence:") and len(request.messages) > QG_FIXED_MESSAGES:
+        return request.messages[-2]["content"]
     return scripted_reply(request)
 
 
@@ -580,7 +615,7 @@ def test_a_retry_after_a_repeated_question_drops_the_dialogue_s_earlier_turns_fr
     assert dialogue["outcome"] == "intent_satisfied" and dialogue["num_turns"] == 3  # never dropped
     requests = [json.loads(r)[0] for r in backend.seen]
     sqa = [m for m in requests if m[-1]["content"].startswith(("Sentence:", "Earlier turns", "Passage:"))]
-    with_examples = [m for m in sqa if len(m) > 1 + 2 * len(QG_EXAMPLES) + 1 or "Earlier turns" in m[-1]["content"]]
+    with_examples = [m for m in sqa if len(m) > QG_FIXED_MESSAGES or "Earlier turns" in m[-1]["content"]]
     # the first tries of turns 2 and 3 show the earlier turns; every retry follows a repeat and shows none
     errors = report["steps"]["sqa"]["top_errors"]
     repeats = errors.pop("repeats an earlier question", 0)

@@ -63,6 +63,7 @@ def loop_settings(profile: str, seed: int) -> LoopSettings:
 
 def _generation_text(settings: LoopSettings, report: dict[str, Any], choice: dict[str, Any], agent: str,
                      retriever: Any, dialogues: list[dict[str, Any]]) -> str:
+    from convohub.promise.records import question_openings
     from convohub.promise.retrieval import RerankedRetriever, encoder_name, off_topic_suggestions
 
     steps = report["steps"]
@@ -96,6 +97,10 @@ def _generation_text(settings: LoopSettings, report: dict[str, Any], choice: dic
     if total:
         lines += ["", f"Suggestions written from a passage of another topic than their dialogue's: {off} of {total} "
                   f"({100 * off / total:.1f}%)."]
+    openings, n = question_openings(dialogues)
+    if n:
+        lines += ["", f"Commonest openings of the {n} suggested questions (first three words): "
+                  + ", ".join(f"\"{o}\" {100 * c / n:.1f}%" for o, c in openings) + "."]
     lines += ["", "How often the LLM's answers passed the checks (items; calls made; passed at the first try; passed "
              "within the tries; commonest rejections):", "",
              markdown_table(["step", "items", "calls", "first try", "passed", "rejections"], rows)]

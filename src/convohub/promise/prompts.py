@@ -15,8 +15,9 @@ trusting. The structure follows the paper's appendix (Tables 6, 8, 9, 11); the w
   answer") as far as a token budget allows. The question must be a question, new in the dialogue and
   related to the snippet; the answer must be grounded in it (most of its content words occur in the snippet);
 * answer-first suggestion (what SmolLM2 can do): the answer is the snippet sentence closest to the query and
-  the model writes the question it answers, with earlier turns' (answer, question) pairs as further worked
-  examples within the budget; the question passes the same checks;
+  the model writes the question it answers, after two worked examples of seven whose questions open differently,
+  another two for each suggestion slot of a turn (:func:`qg_examples`) and earlier turns' (answer, question) pairs within the budget;
+  the question passes the same checks;
 * the user's action (Table 11 without the explanation): intent, questions asked so far, the four suggested
   questions -> ``1``..``4``, ``none`` or ``done``.
 """
@@ -172,10 +173,36 @@ def fit_recent(items: Sequence[T], cost: Callable[[T], int], budget_tokens: int)
 
 
 QG_INSTRUCTION = "Write the question that the sentence answers. Reply as 'Question: ...'."
-#: worked examples of the answer-first prompt (sentence, question), on topics outside the passage collection
-QG_EXAMPLES = (("Hiking boots with a waterproof membrane cost from about $90 to $200.",
-                "How much do waterproof hiking boots cost?"),
-               ("Pizza dough needs about one hour to rise in a warm kitchen.", "How long does pizza dough take to rise?"))
+#: worked examples of the answer-first prompt (sentence, question), on topics outside the passage collection, each
+#: question opening differently: SmolLM2 copies the opening of the examples it is shown (shown the same two every
+#: time, the last opening "How long does", it began 45% of a tiny build's 568 suggestions that way; two of these seven,
+#: rotated, 14% of 520)
+QG_EXAMPLES = (("Hiking boots with a leather upper cost from about $90 to $200.",
+                "How much do leather hiking boots cost?"),
+               ("Pizza dough needs about one hour to rise in a warm kitchen.", "How long does pizza dough take to rise?"),
+               ("A cast-iron pan rusts when it is left wet, so dry it right after washing.",
+                "Why should a cast-iron pan be dried right after washing?"),
+               ("Road bike tyres are usually pumped to between 80 and 100 psi.",
+                "What pressure should road bike tyres have?"),
+               ("A three-season tent weighs under two kilos and keeps out spring rain.",
+                "Which tent suits summer hikes?"),
+               ("Chess clubs often meet on weekday evenings at the local library.",
+                "Where do chess clubs usually meet?"),
+               ("Espresso beans work in a drip coffee maker when they are ground medium.",
+                "Can espresso beans be used in a drip coffee maker?"))
+#: worked examples shown per request: consecutive ones of :data:`QG_EXAMPLES` from the request's ``start``
+#: (:func:`qg_examples`), so the prompt stays as short as with a fixed pair
+QG_SHOWN = 2
+
+
+def qg_examples(start: int) -> tuple[tuple[str, str], ...]:
+    """The :data:`QG_SHOWN` worked examples from ``start`` on (cyclically). The simulation loop starts each of a
+    turn's four suggestion slots at another one, shifted every turn, so a turn's suggestions are asked after
+    different examples while the prompts of one slot share them (and a batch runs them once,
+    :func:`convohub.llm.local.plan_batches`)."""
+    return tuple(QG_EXAMPLES[(start + k) % len(QG_EXAMPLES)] for k in range(QG_SHOWN))
+
+
 #: how the agent's answers are written: by the LLM with the question (the paper), or first, as the snippet sentence
 #: closest to the query, with the LLM writing the question that sentence answers (``extractive``)
 ANSWER_MODES = ("llm", "extractive")
@@ -191,12 +218,13 @@ def answer_sentence(query: str, snippet: str, used: Sequence[str] = ()) -> str:
     return max(fresh, key=lambda x: (len(content_words(x) & wanted), -fresh.index(x)))
 
 
-def qg_request(answer: str, examples: Sequence[tuple[str, str]] = (), *, seed: int | None = None,
-                     temperature: float = 0.0) -> ChatRequest:
-    """The question a snippet sentence answers (answer-first suggestion); ``examples`` are earlier turns'
-    (answer, question) pairs, shown as further worked examples after the fixed ones."""
+def qg_request(answer: str, examples: Sequence[tuple[str, str]] = (), *, start: int = 0, seed: int | None = None,
+               temperature: float = 0.0) -> ChatRequest:
+    """The question a snippet sentence answers (answer-first suggestion), after the worked examples
+    :func:`qg_examples` gives for ``start``; ``examples`` are earlier turns' (answer, question) pairs, shown as
+    further worked examples after those."""
     messages = [{"role": "system", "content": QG_INSTRUCTION}]
-    for sentence, question in (*QG_EXAMPLES, *examples):
+    for sentence, question in (*qg_examples(start), *examples):
         messages += [{"role": "user", "content": f"Sentence: {sentence}"},
                      {"role": "assistant", "content": f"Question: {question}"}]
     messages.append({"role": "user", "content": f"Sentence: {answer}"})

@@ -105,3 +105,16 @@ def label_names(task: str) -> tuple[str, ...]:
     if task not in TASKS:
         raise ValueError(f"task must be one of {TASKS}, got {task!r}")
     return TASK1_NAMES if task == "task1" else TASK2_NAMES
+
+
+def question_openings(dialogues: Iterable[Mapping[str, Any]], words: int = 3,
+                      top: int = 3) -> tuple[list[tuple[str, int]], int]:
+    """The ``top`` commonest openings (first ``words`` words, case kept) of the suggested questions, with their
+    counts, and the number of suggestions: the dataset card reports them, since a small agent LLM tends to open
+    its questions the way its worked examples do."""
+    from collections import Counter
+
+    openings = Counter(" ".join(str(qa.get("question", "")).split()[:words])
+                       for dialogue in dialogues for turn in dialogue.get("turns", ())
+                       for qa in turn.get("suggested_qas", ()))
+    return openings.most_common(top), sum(openings.values())

@@ -261,7 +261,7 @@ def agent_turn(backend: Any, retriever: SnippetRetriever, states: Sequence[State
         return index if index < len(hits[d]) else slot
 
     def request(i: int, attempt: int) -> Any:
-        d, _ = items[i]
+        d, slot = items[i]
         index = used[i] = snippet_index(i, attempt)
         text = hits[d][index].text if index < len(hits[d]) else ""
         sampled = attempt >= 2
@@ -270,7 +270,8 @@ def agent_turn(backend: Any, retriever: SnippetRetriever, states: Sequence[State
         shown = () if i in repeated else examples[d]
         if settings.answers == "llm":
             return sqa_request(states[d].query, text, shown, max_new_tokens=settings.sqa_max_new_tokens, **params)
-        return qg_request(answer_sentence(states[d].query, text, answered[d]), shown, **params)
+        start = slot + len(states[d].turns)  # another pair of worked examples per slot, shifted every turn
+        return qg_request(answer_sentence(states[d].query, text, answered[d]), shown, start=start, **params)
 
     def parse(i: int, text: str) -> tuple[str, str, int]:
         d, _ = items[i]
