@@ -248,7 +248,8 @@ def agent_turn(backend: Any, retriever: SnippetRetriever, states: Sequence[State
     them an earlier turn's question returned for a different snippet sentence)."""
     hits = _snippets(retriever, states, settings)
     examples = [_examples(s, settings) for s in states]
-    items = [(d, slot) for d in range(len(states)) for slot in range(N_SQS)]
+    # slot by slot: one slot's prompts share their worked examples, so a chunk of requests holds few of them
+    items = [(d, slot) for slot in range(N_SQS) for d in range(len(states))]
     accepted: dict[int, list[str]] = {d: [] for d in range(len(states))}
     # answer-first: each dialogue's earlier answers are not asked about again (a new sentence, a new question)
     answered = [[qa["answer"] for t in s.turns for qa in t["suggested_qas"]] for s in states]
@@ -294,7 +295,7 @@ def agent_turn(backend: Any, retriever: SnippetRetriever, states: Sequence[State
     report.add("sqa", parsed)
     turns: list[dict[str, Any] | None] = []
     for d, state in enumerate(states):
-        qas = [parsed[d * N_SQS + slot].value for slot in range(N_SQS)]
+        qas = [parsed[slot * len(states) + d].value for slot in range(N_SQS)]
         if any(qa is None for qa in qas):
             turns.append(None)
             continue
