@@ -15,9 +15,9 @@ trusting. The structure follows the paper's appendix (Tables 6, 8, 9, 11); the w
   answer") as far as a token budget allows. The question must be a question, new in the dialogue and
   related to the snippet; the answer must be grounded in it (most of its content words occur in the snippet);
 * answer-first suggestion (what SmolLM2 can do): the answer is the snippet sentence closest to the query and
-  the model writes the question it answers, after two worked examples of seven whose questions open differently,
-  another two for each suggestion slot of a turn (:func:`qg_examples`) and earlier turns' (answer, question) pairs within the budget;
-  the question passes the same checks;
+  the model writes the question it answers, after two worked examples of seven whose questions open differently
+  (another two for each suggestion slot of a turn, :func:`qg_examples`) and earlier turns' (answer, question)
+  pairs within the budget; the question passes the same checks;
 * the user's action (Table 11 without the explanation): intent, questions asked so far, the four suggested
   questions -> ``1``..``4``, ``none`` or ``done``.
 """
@@ -175,8 +175,8 @@ def fit_recent(items: Sequence[T], cost: Callable[[T], int], budget_tokens: int)
 QG_INSTRUCTION = "Write the question that the sentence answers. Reply as 'Question: ...'."
 #: worked examples of the answer-first prompt (sentence, question), on topics outside the passage collection, each
 #: question opening differently: SmolLM2 copies the opening of the examples it is shown (shown the same two every
-#: time, the last opening "How long does", it began 45% of a tiny build's 568 suggestions that way; two of these seven,
-#: rotated, 14% of 520)
+#: time, the last opening "How long does", it began 45% of a tiny build's 568 suggestions that way; shown two of
+#: these seven, another two per suggestion slot, 13.5% of 556)
 QG_EXAMPLES = (("Hiking boots with a leather upper cost from about $90 to $200.",
                 "How much do leather hiking boots cost?"),
                ("Pizza dough needs about one hour to rise in a warm kitchen.", "How long does pizza dough take to rise?"),

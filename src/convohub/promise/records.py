@@ -22,6 +22,7 @@ answers), and the turn's four candidate SQs.
 
 from __future__ import annotations
 
+from collections import Counter
 from collections.abc import Iterable, Mapping, Sequence
 from typing import Any
 
@@ -112,8 +113,6 @@ def question_openings(dialogues: Iterable[Mapping[str, Any]], words: int = 3,
     """The ``top`` commonest openings (first ``words`` words, case kept) of the suggested questions, with their
     counts, and the number of suggestions: the dataset card reports them, since a small agent LLM tends to open
     its questions the way its worked examples do."""
-    from collections import Counter
-
     openings = Counter(" ".join(str(qa.get("question", "")).split()[:words])
                        for dialogue in dialogues for turn in dialogue.get("turns", ())
                        for qa in turn.get("suggested_qas", ()))
