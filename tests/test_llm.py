@@ -743,6 +743,25 @@ def test_transformers_backend_generates_batches(local_backend: TransformersBacke
     assert local_backend.name == f"local:{local_backend.model_path}"
 
 
+def _chat_counting_prefix_runs(backend: TransformersBackend,
+                               requests: list[ChatRequest]) -> tuple[list[ChatResponse], list[int]]:
+    """``backend.chat(requests)``, and the tokens of every forward pass run for one row without a cache: the shared
+    prompt prefixes the backend ran once to keep their keys and values."""
+    prefixes: list[int] = []
+    forward = backend.model.forward
+
+    def spy(*args: Any, **kwargs: Any) -> Any:
+        if kwargs.get("use_cache") and kwargs.get("cache") is None and kwargs["input_ids"].shape[0] == 1:
+            prefixes.append(kwargs["input_ids"].shape[1])
+        return forward(*args, **kwargs)
+
+    backend.model.forward = spy
+    try:
+        return backend.chat(requests), prefixes
+    finally:
+        del backend.model.forward  # the class's forward again
+
+
 def test_a_batch_runs_its_shared_prompt_prefix_once_with_the_same_answers(
     local_backend: TransformersBackend, monkeypatch: pytest.MonkeyPatch
 ) -> None:
@@ -757,17 +776,7 @@ def test_a_batch_runs_its_shared_prompt_prefix_once_with_the_same_answers(
                add_special_tokens=False)["input_ids"] for r in requests]
     shared = local_module.shared_prefix(ids)
     assert shared >= local_module.MIN_SHARED_PREFIX and all(len(i) > shared for i in ids)
-    prefixes: list[int] = []  # tokens of every forward pass that is run to keep its keys and values
-    forward = local_backend.model.forward
-
-    def spy(*args: Any, **kwargs: Any) -> Any:
-        if kwargs.get("use_cache") and kwargs.get("cache") is None and kwargs["input_ids"].shape[0] == 1:
-            prefixes.append(kwargs["input_ids"].shape[1])
-        return forward(*args, **kwargs)
-
-    monkeypatch.setattr(local_backend.model, "forward", spy)
-    batched = local_backend.chat(requests)
-    monkeypatch.undo()
+    batched, prefixes = _chat_counting_prefix_runs(local_backend, requests)
     assert prefixes == [shared]  # the shared prefix ran once, as one row
     # every answer is the one its prompt gets alone (greedy), and the one the plain padded path gives
     alone = [local_backend.chat([r])[0].text for r in requests]
@@ -801,17 +810,7 @@ def test_batches_are_cut_so_that_requests_with_the_same_leading_messages_share_o
     assert local_module.plan_batches(requests, same, 3) == [[6, 2, 4], [0]]
     assert local_module.plan_batches(requests, [*same, 1], 4) == [[6, 2, 4, 0], [1]]
     assert local_module.plan_batches(requests, [0, 1, 2], 4) == [[2, 1, 0]]
-    prefixes: list[int] = []
-    forward = local_backend.model.forward
-
-    def spy(*args: Any, **kwargs: Any) -> Any:
-        if kwargs.get("use_cache") and kwargs.get("cache") is None and kwargs["input_ids"].shape[0] == 1:
-            prefixes.append(kwargs["input_ids"].shape[1])
-        return forward(*args, **kwargs)
-
-    monkeypatch.setattr(local_backend.model, "forward", spy)
-    batched = local_backend.chat(requests)
-    monkeypatch.setattr(local_backend.model, "forward", forward)
+    batched, prefixes = _chat_counting_prefix_runs(local_backend, requests)
     assert len(prefixes) == 2 and min(prefixes) >= local_module.MIN_SHARED_PREFIX  # one shared prefix per batch
     assert [r.text for r in batched] == [local_backend.chat([r])[0].text for r in requests]  # in request order
 
