@@ -8,7 +8,7 @@
    (``convohub.llm.local.MIN_SHARED_PREFIX`` raised out of reach). Goals: faster (ratio > 1), same answers.
 3. Local backend on few-shot prompts of two kinds (two sets of worked examples, alternating, as ProMISe's
    suggestion slots are): batches cut by shared leading messages (``convohub.llm.local.plan_batches``, the
-   backend's path) vs cut by length alone. Goal: faster (ratio > 1).
+   backend's path) vs cut by length alone (``MIN_PREFIX_GROUP`` raised out of reach). Goal: faster (ratio > 1).
 4. Endpoint client (:class:`~convohub.llm.EndpointBackend`) against `transformers serve` on the same
    model vs the server's own throughput, measured with a plain OpenAI client sending the same requests
    with the same concurrency. Goal: convohub's client keeps >= 0.9 of what the server delivers.
@@ -62,12 +62,6 @@ def few_shot_prompts(n: int, max_new_tokens: int, kinds: int = 1) -> list[ChatRe
     return [ChatRequest([{"role": "system", "content": FEW_SHOT_SYSTEM}, *shots(i % kinds),
                          {"role": "user", "content": f"Explain {TOPICS[i % len(TOPICS)]} in two sentences."}],
                         max_new_tokens=max_new_tokens) for i in range(n)]
-
-
-def length_only(requests: Sequence[ChatRequest], indices: Sequence[int], batch_size: int) -> list[list[int]]:
-    """The baseline cut: longest prompt first, whatever the prompts start with."""
-    order = sorted(indices, key=lambda i: -sum(len(m.get("content") or "") for m in requests[i].messages))
-    return [order[start:start + batch_size] for start in range(0, len(order), batch_size)]
 
 
 def best_rate(run: Callable[[], list[str]], count: Callable[[list[str]], int], repeats: int) -> tuple[float, int]:
@@ -154,12 +148,12 @@ def main(argv: Sequence[str] | None = None) -> int:
     two_kinds = few_shot_prompts(args.prompts, args.max_new_tokens, kinds=2)
     rows.append((f"local, two prefixes, cut by prefix x{args.batch_size}",
                  *best_rate(lambda: [r.text for r in batched.chat(two_kinds)], count, args.repeats)))
-    saved_plan, local_module.plan_batches = local_module.plan_batches, length_only
+    saved, local_module.MIN_PREFIX_GROUP = local_module.MIN_PREFIX_GROUP, 10**9  # no group: longest first
     try:
         rows.append((f"local, two prefixes, cut by length x{args.batch_size}",
                      *best_rate(lambda: [r.text for r in batched.chat(two_kinds)], count, args.repeats)))
     finally:
-        local_module.plan_batches = saved_plan
+        local_module.MIN_PREFIX_GROUP = saved
     goals.append(("two prefixes: cut by prefix / by length", rows[-2][1] / rows[-1][1], 1.0))
 
     if not args.skip_endpoint:

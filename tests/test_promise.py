@@ -27,6 +27,7 @@ from convohub.promise.prompts import (
     parse_intent,
     parse_question,
     parse_sqa,
+    qg_examples,
     qg_request,
 )
 from convohub.promise.records import outcome_of, question_openings, task_items
@@ -622,6 +623,20 @@ def test_a_retry_after_a_repeated_question_drops_the_dialogue_s_earlier_turns_fr
     assert errors == {} and report["steps"]["sqa"]["calls"] == len(sqa) == 12 + repeats and len(with_examples) == 8
     if answers == "extractive":  # the copying agent repeats on every first try of turns 2 and 3
         assert repeats >= 8
+
+
+def test_the_loop_asks_each_suggestion_slot_after_its_own_worked_examples_shifted_every_turn() -> None:
+    backend = Recording()
+    user = ScriptedUser({"drone": ["sq1", "sq2", "done"]})
+    [dialogue], _ = generate(backend, BM25Retriever(), user, TOPICS[:1], LoopSettings(n_dialogues=1, answers="extractive"))
+    assert dialogue["num_turns"] == 3
+    qg = [m for m in (json.loads(r)[0] for r in backend.seen) if m[-1]["content"].startswith("Sentence:")]
+    worked = [tuple(x["content"] for x in m[1:1 + 2 * QG_SHOWN]) for m in qg]
+    examples = [tuple(f"{role}: {text}" for pair in qg_examples(k) for role, text in zip(("Sentence", "Question"), pair,
+                                                                                           strict=True))
+                for k in range(len(QG_EXAMPLES))]
+    assert worked[:4] == [examples[k] for k in range(4)]  # turn 1: slots 0-3 start at examples 0-3
+    assert set(worked) - set(worked[:4])  # later turns start elsewhere
 
 
 def test_action_balance_oversamples_every_reply_to_the_most_frequent_one() -> None:
