@@ -23,7 +23,7 @@ from convohub.promise.simulate import LoopSettings
 from convohub.registry import positive_int_setting
 
 #: Tiny profile: 48 dialogues (24 validation, 24 test at most), each setting measured on the 2-core EPYC with
-#: SmolLM2 as the agent (README.md has every variant's figures):
+#: SmolLM2 as the agent (dataset_scripts/promise/README.md has every variant's figures):
 #: * 48 dialogues, not 24: with 24 (23 kept, 35 test turns) a small change of the loop turned the Task 1
 #:   encoder's verdict from above its untrained head (62.50 against 37.50 macro-F1) to below it (45.82 against
 #:   46.43), so the test split was too small to tell a trained simulator from chance. 48 keep 46 (142 turns, 69 on
