@@ -359,6 +359,36 @@ def test_likelihood_decode_reads_both_tasks_from_the_six_replies() -> None:
         resolve("majority", {"task1": [], "task2": []}, decode="likelihood")
 
 
+def test_calibrated_decode_subtracts_the_content_free_answer(monkeypatch: pytest.MonkeyPatch) -> None:
+    """A model that prefers reply 1 whatever the turn: read by likelihood every turn is SQ1; calibrated, each
+    turn's reply is the one it raises most above the content-free prompt's, here 3. The content-free prompt is
+    asked once per number of questions asked, and a second reading of the same answers asks nothing again."""
+    import convohub.llm.choices as choices
+    from convohub.promise.prompts import completion_text
+    from convohub.promise.records import ACTIONS
+    from convohub.promise.simulators import GenerativeSimulator
+
+    prefers_one = {"sq1": -0.1, "sq2": -3.0, "sq3": -3.0, "sq4": -3.0, "none": -3.0, "done": -3.0}
+    this_turn = {"sq1": -0.5, "sq2": -3.0, "sq3": -1.0, "sq4": -3.0, "none": -3.0, "done": -2.5}
+
+    def answer(text: str) -> str:
+        values = prefers_one if choices.CONTENT_FREE in text else this_turn
+        return "1 (log-likelihood " + ", ".join(f"{completion_text(a)} {values[a]:+.4f}" for a in ACTIONS) + ")"
+
+    chooser = Replies(answer)
+    monkeypatch.setattr(choices, "as_choice_backend", lambda _backend, _options: chooser)
+    items = [{"id": str(k), "intent": "i", "context_questions": ["q?"] * (1 + k // 2),
+              "candidate_sqs": ["a?", "b?", "c?", "d?"]} for k in range(3)]
+    raw = GenerativeSimulator(Replies(lambda _text: "2"), decode="likelihood")
+    assert raw.predict("task2", items) == [0, 0, 0] and chooser.calls == 3
+    calibrated = GenerativeSimulator(Replies(lambda _text: "2"), decode="calibrated", replies=raw.replies)
+    assert calibrated.name.endswith("(calibrated likelihood)")
+    assert calibrated.predict("task2", items) == [2, 2, 2]
+    assert calibrated.predict("task1", items) == [0, 0, 0]  # done: 0.5 above its content-free value, 3: 2.0
+    assert chooser.calls == 5 and sorted(calibrated.content_free) == [1, 2]
+    assert calibrated.likelihoods(items[0])["sq3"] == pytest.approx(2.0)
+
+
 def test_multiple_choice_encoder_scores_each_option_with_one_scorer(tmp_path: Path) -> None:
     """Task 2's multiple-choice head: five probabilities per item in label order (SQ1-SQ4, none), the same
     scorer for every option (moving a suggestion moves its probability with it), saved and loaded by the

@@ -110,11 +110,22 @@ def test_lora_simulator_card_has_table_4(release_root: Path) -> None:
     assert AutoModelForCausalLM.from_pretrained(folder).config.model_type == "llama"
     measured = json.loads((release_root / ".convohub-work" / "promise" / "promise_lora_simulator_eval.json").read_text())
     assert set(measured["table"]) == {"majority (validation)", "zero-shot smollm2", "encoders (task 1, task 2)",
-                                      "LoRA simulator", "zero-shot smollm2, likelihood", "LoRA simulator, likelihood"}
-    for reading in measured["likelihood"].values():  # the most likely reply is always a label: nothing invalid
-        assert reading["task1"]["invalid_rate"] == reading["task2"]["invalid_rate"] == 0
-    _, body = read_card(folder / "README.md")
+                                      "LoRA simulator", "zero-shot smollm2, likelihood", "LoRA simulator, likelihood",
+                                      "zero-shot smollm2, calibrated", "LoRA simulator, calibrated"}
+    for decode in ("likelihood", "calibrated"):  # the most likely reply is always a label: nothing invalid
+        for reading in measured[decode].values():
+            assert reading["task1"]["invalid_rate"] == reading["task2"]["invalid_rate"] == 0
+    meta, body = read_card(folder / "README.md")
     assert "**Scoring rule.**" in body and "Every simulator of this release on test" in body
+    calibrated = measured["calibrated"]
+    for task in ("task1", "task2"):  # the readings table and the model-index carry the calibrated figures
+        before, after = (100 * calibrated[k][task]["macro_f1"] for k in ("before", "after"))
+        assert f"{before:.2f} -> {after:.2f}" in body
+    metrics = {m["name"]: m["value"] for r in meta["model-index"][0]["results"] for m in r["metrics"]}
+    assert metrics["Task 1 (intent satisfaction) macro-F1, calibrated likelihood"] == pytest.approx(
+        calibrated["after"]["task1"]["macro_f1"], abs=5e-5)
+    assert ("it does not beat its base" in body) == any(
+        measured["after"][t]["macro_f1"] <= measured["before"][t]["macro_f1"] for t in ("task1", "task2"))
     for name in measured["table"]:
         assert f"| {name} | " in body
     assert measured["training"]["steps"] == 1

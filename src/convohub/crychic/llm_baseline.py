@@ -35,6 +35,7 @@ from typing import Any
 
 from convohub.crychic.reconstruct import Decision, TreeBuilder
 from convohub.llm import ChatBackend, ChatRequest
+from convohub.llm.choices import CONTENT_FREE
 
 LABELS = ("polite", "information", "instruction")
 DIGITS = tuple(str(i) for i in range(6))
@@ -75,8 +76,6 @@ Assistant: {earlier_response}
 
 Score:"""
 
-#: what stands in for every text of a request when asking the content-free answer (calibration)
-CONTENT_FREE = "N/A"
 _DIGIT = re.compile(r"(?<![\d.])([0-5])(?![\d.])")
 
 

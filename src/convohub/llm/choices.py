@@ -25,6 +25,10 @@ from .local import common_prefix, prefix_cache
 from .types import ChatBackend, ChatRequest, ChatResponse
 
 _NUMBERS = re.compile(r"\(log-likelihood (.*)\)\s*$")
+#: What stands in for every text of a request when asking its content-free answer (contextual calibration:
+#: an option's log-likelihood minus the one the model gives the same request with no content, which removes the
+#: preference for one option whatever the prompt that a small model shows; Zhao et al., 2021)
+CONTENT_FREE = "N/A"
 #: A common token prefix shorter than this is not worth a separate forward pass. Generation has its own
 #: threshold (:data:`convohub.llm.local.MIN_SHARED_PREFIX`, 32); neither was tuned against the other.
 MIN_SHARED_PREFIX = 16

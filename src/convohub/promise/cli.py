@@ -7,7 +7,8 @@ Simulators: ``majority``; ``zero-shot`` (the offline SmolLM2) or ``zero-shot:SPE
 parses to none is invalid on both tasks, and ``done`` on a Task 2 item is invalid on Task 2; invalid
 predictions are always wrong. With ``--decode likelihood`` (a local model) the answer is the most likely of the
 six replies instead: Task 1 is ``done`` when ``done`` is the most likely, Task 2 the most likely of the other
-five, and no prediction is invalid.
+five, and no prediction is invalid. ``--decode calibrated`` subtracts from those log-likelihoods the ones the
+model gives a content-free prompt ("N/A" for every text), which removes the reply it prefers whatever the turn.
 """
 
 from __future__ import annotations
@@ -63,8 +64,10 @@ def add_cli(subparsers: Any) -> argparse.ArgumentParser:
                         description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ev.add_argument("--simulator", required=True, help=SPEC_HELP)
     ev.add_argument("--decode", choices=DECODES, default=GENERATE,
-                    help="how a zero-shot or generative simulator answers: its greedy reply, parsed (the paper), or "
-                         "the most likely of the six replies (a local model only; default: %(default)s)")
+                    help="how a zero-shot or generative simulator answers: its greedy reply, parsed (the paper); "
+                         "the most likely of the six replies (likelihood, a local model only); or the same after "
+                         "subtracting each reply's likelihood on a content-free prompt (calibrated; default: "
+                         "%(default)s)")
     ev.add_argument("--dataset", type=Path, default=None,
                     help="a built promise folder (default: <out>/datasets/<namespace>/promise)")
     ev.add_argument("--out", type=Path, default=Path("hub_release"), help="local hub root (default: %(default)s)")

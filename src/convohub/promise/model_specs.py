@@ -10,8 +10,9 @@ these.
 * :func:`evaluate_generator` generates the LoRA model's action for every test turn and scores both tasks
   (:mod:`convohub.promise.simulators`: the scoring rule for unparseable replies and ``done`` on Task 2);
   *before* is the base model zero-shot with the same prompt. Both are also read by likelihood (the most likely
-  of the six replies, no invalid answer). With the two encoders trained in the same release it also scores
-  every simulator side by side: the paper's Table 4 for this build, in the card.
+  of the six replies, no invalid answer) and by calibrated likelihood (minus a content-free prompt's), from the
+  same forward passes. With the two encoders trained in the same release it also scores every simulator side by
+  side: the paper's Table 4 for this build, in the card.
 """
 
 from __future__ import annotations
@@ -28,6 +29,10 @@ from convohub.training.chat_sft import TRAINING_RECORD_FILE
 
 DATASET_REPO = "promise"
 TASK_NAMES = {"task1": "Task 1 (intent satisfaction)", "task2": "Task 2 (SQ selection)"}
+#: the generative simulator's readings the card reports, the paper's first (:data:`convohub.promise.simulators.DECODES`)
+READINGS = ("generate", "likelihood", "calibrated")
+_READING_NAMES = {"generate": "generated (the paper's reading)", "likelihood": "likelihood",
+                  "calibrated": "calibrated likelihood"}
 
 
 def _items(dataset_dir: Path) -> tuple[dict[str, list[dict[str, Any]]], dict[str, list[dict[str, Any]]]]:
@@ -71,16 +76,19 @@ def evaluate_generator(model_dir: Path, dataset_dir: Path, models: Mapping[str, 
         "split": "test", "items": {t: len(v) for t, v in test.items()}, "base_model": base,
         "before": sims.score(zero_shot, test), "after": sims.score(trained, test),
         "majority": sims.score(sims.MajorityBaseline(validation), test),
-        "likelihood": {"before": sims.score(sims.GenerativeSimulator(base_backend, decode=sims.LIKELIHOOD), test),
-                       "after": sims.score(sims.GenerativeSimulator(trained_backend, decode=sims.LIKELIHOOD), test)},
         "replies": {"before": _action_counts(zero_shot, test["task1"]), "after": _action_counts(trained, test["task1"])},
         "training": read_json(Path(model_dir) / TRAINING_RECORD_FILE)}
+    for key, backend in (("before", base_backend), ("after", trained_backend)):
+        likely = sims.GenerativeSimulator(backend, decode=sims.LIKELIHOOD)
+        results.setdefault(sims.LIKELIHOOD, {})[key] = sims.score(likely, test)
+        calibrated = sims.GenerativeSimulator(backend, decode=sims.CALIBRATED, replies=likely.replies)
+        results.setdefault(sims.CALIBRATED, {})[key] = sims.score(calibrated, test)
     if "promise_task1_encoder" in models and "promise_task2_encoder" in models:
         encoders = sims.EncoderSimulator({"task1": models["promise_task1_encoder"], "task2": models["promise_task2_encoder"]})
         results["table"] = {"majority (validation)": results["majority"], f"zero-shot {base}": results["before"],
-                            f"zero-shot {base}, likelihood": results["likelihood"]["before"],
+                            **{f"zero-shot {base}, {d}": results[d]["before"] for d in READINGS[1:]},
                             "encoders (task 1, task 2)": sims.score(encoders, test), "LoRA simulator": results["after"],
-                            "LoRA simulator, likelihood": results["likelihood"]["after"]}
+                            **{f"LoRA simulator, {d}": results[d]["after"] for d in READINGS[1:]}}
     return results
 
 
@@ -157,6 +165,33 @@ def encoder_card(card: CardInput) -> CardValues:
     return info, values
 
 
+def _verdict(task: str, after: Mapping[str, float], before: Mapping[str, float], majority: Mapping[str, float],
+             base_model: str) -> str:
+    """One line of the card on a task's generated reading: above or below the majority baseline and the base."""
+    def against(other: Mapping[str, float], what: str) -> str:
+        value = f"{100 * other['macro_f1']:.2f}"
+        return f"above {what} ({value})" if _beats(after, other) else f"**it does not beat {what}** ({value})"
+
+    return (f"{TASK_NAMES[task]}, generated: macro-F1 {100 * after['macro_f1']:.2f}; "
+            f"{against(majority, 'the majority baseline')}; {against(before, f'its base, `{base_model}` zero-shot')}.")
+
+
+def _readings_table(results: Mapping[str, Any]) -> str:
+    """Macro-F1 of the base and the LoRA model under each reading, and on which tasks the LoRA model is above."""
+    from convohub.hub import markdown_table
+
+    rows = []
+    for reading in READINGS:
+        pair = {"before": results["before"], "after": results["after"]} if reading == "generate" else results[reading]
+        above = [TASK_NAMES[t].split(" (")[0] for t in ("task1", "task2") if _beats(pair["after"][t], pair["before"][t])]
+        rows.append([_READING_NAMES[reading],
+                     *(f"{100 * pair['before'][t]['macro_f1']:.2f} -> {100 * pair['after'][t]['macro_f1']:.2f}"
+                       for t in ("task1", "task2")),
+                     " and ".join(above) if above else "**neither**"])
+    return markdown_table(["reading", "Task 1 macro-F1, base -> LoRA", "Task 2 macro-F1, base -> LoRA",
+                           "LoRA above its base on"], rows)
+
+
 def generator_card(card: CardInput) -> CardValues:
     """The generative simulator card's metadata and values, with Table 4 when the encoders were measured."""
     from convohub.hub import markdown_table
@@ -168,8 +203,10 @@ def generator_card(card: CardInput) -> CardValues:
     info = ModelCardInfo(
         license="apache-2.0", pipeline_tag="text-generation", base_model=base_model, datasets=(card.dataset_id,),
         tags=("convohub", "promise", "user-simulation", "lora"), library_name="transformers",
-        results=tuple(_metric(card.dataset_id, t, f"{TASK_NAMES[t]} {k.replace('_f1', '-F1')}", after[t][k])
-                      for t in ("task1", "task2") for k in ("macro_f1", "micro_f1")))
+        results=(*(_metric(card.dataset_id, t, f"{TASK_NAMES[t]} {k.replace('_f1', '-F1')}", after[t][k])
+                   for t in ("task1", "task2") for k in ("macro_f1", "micro_f1")),
+                 *(_metric(card.dataset_id, t, f"{TASK_NAMES[t]} macro-F1, {_READING_NAMES[d]}", r[d]["after"][t]["macro_f1"])
+                   for d in READINGS[1:] for t in ("task1", "task2"))))
     training = r["training"]
     lora = training.get("lora") or {}
     replies = r["replies"]
@@ -187,13 +224,8 @@ def generator_card(card: CardInput) -> CardValues:
                                         [[name, *(replies[key].get(a, 0) for a in sorted(set(replies["before"])
                                                                                         | set(replies["after"])))]
                                          for name, key in (("base, zero-shot", "before"), ("LoRA", "after"))]),
-        "verdict_task1": block(_beats(after["task1"], majority["task1"]), "beats_task1", "below_task1"),
-        "verdict_task2": block(_beats(after["task2"], majority["task2"]), "beats_task2", "below_task2"),
-        "verdict_base_task1": block(_beats(after["task1"], before["task1"]), "beats_base_task1", "below_base_task1"),
-        "verdict_base_task2": block(_beats(after["task2"], before["task2"]), "beats_base_task2", "below_base_task2"),
-        "t1_after": f"{100 * after['task1']['macro_f1']:.2f}", "t1_majority": f"{100 * majority['task1']['macro_f1']:.2f}",
-        "t2_after": f"{100 * after['task2']['macro_f1']:.2f}", "t2_majority": f"{100 * majority['task2']['macro_f1']:.2f}",
-        "t1_before": f"{100 * before['task1']['macro_f1']:.2f}", "t2_before": f"{100 * before['task2']['macro_f1']:.2f}",
+        "verdict": "\n\n".join(_verdict(t, after[t], before[t], majority[t], base_model) for t in ("task1", "task2")),
+        "readings_table": _readings_table(r),
         "table": block("table" in r, "table"),
         "table4": score_table(r["table"]) if "table" in r else "",
     }

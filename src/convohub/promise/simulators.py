@@ -11,12 +11,15 @@ Every simulator predicts integer labels for task items (:func:`convohub.promise.
 * :class:`GenerativeSimulator`: a chat model given the user prompt of :mod:`convohub.promise.prompts` (the
   paper's LLM simulator without the explanation), its reply parsed into ``1``-``4``, ``none`` or ``done``:
   zero-shot (SmolLM2, or any endpoint) or the LoRA model of ``training/promise_lora_simulator``. One
-  answer per turn serves both tasks, read in one of two ways (:data:`DECODES`): ``generate``, the paper's
-  greedy generation, parsed; or ``likelihood`` (a local model only), the log-likelihood the model gives each
+  answer per turn serves both tasks, read in one of three ways (:data:`DECODES`): ``generate``, the paper's
+  greedy generation, parsed; ``likelihood`` (a local model only), the log-likelihood the model gives each
   of the six replies (``1``-``4``, ``none``, ``done``) right after the prompt
   (:class:`convohub.llm.choices.ChoiceBackend`): Task 1 is ``done`` when it is the most likely of the six,
   Task 2 the most likely of the five others, so no answer is invalid, and every reply keeps a score that
-  ranks turns (``training/promise_lora_simulator/README.md`` measures that ranking's AUC).
+  ranks turns (``training/promise_lora_simulator/README.md`` measures that ranking's AUC); or ``calibrated``,
+  the same log-likelihoods minus those of the content-free prompt (:data:`convohub.llm.choices.CONTENT_FREE`
+  for the intent, each question asked and each suggestion; one such prompt per number of questions asked),
+  which removes the reply a model prefers whatever the turn (SmolLM2 zero-shot: ``1`` to every turn).
 
 Scoring rule for generative simulators (the card states it): a reply that parses to no action is invalid on
 both tasks; ``done`` on a Task 2 item (a turn whose gold action is not ``done``) is invalid too. Invalid
@@ -35,7 +38,9 @@ from convohub.promise.prompts import completion_text, parse_action, user_request
 from convohub.promise.records import ACTIONS, INVALID, TASK2_LABEL, label_names
 
 #: how a generative simulator's answer is read (module docstring)
-GENERATE, LIKELIHOOD = DECODES = ("generate", "likelihood")
+GENERATE, LIKELIHOOD, CALIBRATED = DECODES = ("generate", "likelihood", "calibrated")
+#: the simulator name's suffix for each reading
+_DECODE_SUFFIX = {GENERATE: "", LIKELIHOOD: " (likelihood)", CALIBRATED: " (calibrated likelihood)"}
 
 SPEC_HELP = ("majority, zero-shot (the offline SmolLM2), zero-shot:SPEC (any LLM spec: smollm2, an endpoint "
              "http://host:8000/v1#model, local:/folder), encoder:TASK1_DIR,TASK2_DIR, or generative:FOLDER (a "
@@ -156,20 +161,25 @@ class EncoderSimulator:
 class GenerativeSimulator:
     """A chat model as the user (module docstring: one answer per turn, generated or read by likelihood)."""
 
-    def __init__(self, backend: Any, name: str | None = None, progress: bool = False, decode: str = GENERATE) -> None:
+    def __init__(self, backend: Any, name: str | None = None, progress: bool = False, decode: str = GENERATE,
+                 replies: dict[str, str] | None = None) -> None:
+        """``replies``: the answers of another simulator on the same model and reading of the log-likelihoods
+        (``likelihood`` and ``calibrated`` share them), so a second reading asks the model nothing again."""
         if decode not in DECODES:
             raise ValueError(f"unknown decode {decode!r}; use one of {', '.join(DECODES)}")
-        if decode == LIKELIHOOD:
+        if decode != GENERATE:
             from convohub.llm.choices import as_choice_backend
 
             chooser = as_choice_backend(backend, [completion_text(a) for a in ACTIONS])
             if chooser is None:
-                raise ValueError(f"decode likelihood reads a local model's probabilities; {backend.model_id} is "
+                raise ValueError(f"decode {decode} reads a local model's probabilities; {backend.model_id} is "
                                  "served by an endpoint: use decode generate")
             backend = chooser
         self.backend, self.progress, self.decode = backend, progress, decode
-        self.name = (name or f"zero-shot:{backend.model_id}") + (" (likelihood)" if decode == LIKELIHOOD else "")
-        self.replies: dict[str, str] = {}
+        self.name = (name or f"zero-shot:{backend.model_id}") + _DECODE_SUFFIX[decode]
+        self.replies: dict[str, str] = {} if replies is None else replies
+        #: content-free log-likelihoods per number of questions asked (``calibrated`` only)
+        self.content_free: dict[int, dict[str, float]] = {}
 
     def _answer(self, items: Sequence[Mapping[str, Any]]) -> None:
         """Ask the model about every item not answered yet; replies are kept per item id ("" for a failed call)."""
@@ -187,19 +197,42 @@ class GenerativeSimulator:
         return [parse_action(self.replies[i["id"]]) for i in items]
 
     def predict(self, task: str, items: Sequence[Mapping[str, Any]]) -> list[int]:
-        if self.decode == LIKELIHOOD:
+        if self.decode != GENERATE:
             self._answer(items)
+            if self.decode == CALIBRATED:
+                self._content_free({len(i["context_questions"]) for i in items})
             return [likelihood_label(task, self.likelihoods(item)) for item in items]
         label = (lambda a: INVALID if a is None else int(a == "done")) if task == "task1" else \
             (lambda a: INVALID if a is None or a == "done" else TASK2_LABEL[a])
         return [label(a) for a in self.actions(items)]
 
     def likelihoods(self, item: Mapping[str, Any]) -> dict[str, float]:
-        """``{action: log-likelihood}`` of an answered item (likelihood decode only; {} after a failed call)."""
+        """``{action: log-likelihood}`` of an answered item, minus the content-free ones when calibrated
+        (likelihood and calibrated decodes only; {} after a failed call)."""
         from convohub.llm.choices import choice_logprobs
 
         numbers = choice_logprobs(self.replies[item["id"]])
-        return {a: numbers[completion_text(a)] for a in ACTIONS} if numbers else {}
+        if not numbers:
+            return {}
+        shift = self._content_free({len(item["context_questions"])})[len(item["context_questions"])] \
+            if self.decode == CALIBRATED else dict.fromkeys(ACTIONS, 0.0)
+        return {a: numbers[completion_text(a)] - shift[a] for a in ACTIONS}
+
+    def _content_free(self, asked_counts: set[int]) -> dict[int, dict[str, float]]:
+        """The six replies' log-likelihoods on the content-free prompt with each number of questions asked,
+        asked once per number; a failed call is an error (the turns cannot be calibrated without it)."""
+        from convohub.llm import run_chat
+        from convohub.llm.choices import CONTENT_FREE, choice_logprobs
+
+        todo = sorted(asked_counts - set(self.content_free))
+        requests = [user_request(CONTENT_FREE, [CONTENT_FREE] * n, [CONTENT_FREE] * 4) for n in todo]
+        for n, response in zip(todo, run_chat(self.backend, requests, progress=False), strict=True):
+            numbers = choice_logprobs(response.text) if response.ok else {}
+            if not numbers:
+                raise RuntimeError(f"{self.name}: the content-free prompt with {n} questions asked got no "
+                                   f"log-likelihoods ({response.error or response.text[:80]!r})")
+            self.content_free[n] = {a: numbers[completion_text(a)] for a in ACTIONS}
+        return self.content_free
 
 
 def likelihood_label(task: str, likelihoods: Mapping[str, float]) -> int:
