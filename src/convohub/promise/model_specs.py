@@ -24,13 +24,14 @@ from typing import Any
 
 from convohub.hub import ModelCardInfo, read_json
 from convohub.model_spec import Block, CardInput, CardValues, ModelSpec, block, profile_recipes
+from convohub.promise.simulators import DECODES
 from convohub.promise.training import EVAL_FILE
 from convohub.training.chat_sft import TRAINING_RECORD_FILE
 
 DATASET_REPO = "promise"
 TASK_NAMES = {"task1": "Task 1 (intent satisfaction)", "task2": "Task 2 (SQ selection)"}
-#: the generative simulator's readings the card reports, the paper's first (:data:`convohub.promise.simulators.DECODES`)
-READINGS = ("generate", "likelihood", "calibrated")
+#: the generative simulator's readings the card reports, the paper's (generation) first
+READINGS = DECODES
 _READING_NAMES = {"generate": "generated (the paper's reading)", "likelihood": "likelihood",
                   "calibrated": "calibrated likelihood"}
 

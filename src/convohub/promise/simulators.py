@@ -214,9 +214,9 @@ class GenerativeSimulator:
         numbers = choice_logprobs(self.replies[item["id"]])
         if not numbers:
             return {}
-        shift = self._content_free({len(item["context_questions"])})[len(item["context_questions"])] \
-            if self.decode == CALIBRATED else dict.fromkeys(ACTIONS, 0.0)
-        return {a: numbers[completion_text(a)] - shift[a] for a in ACTIONS}
+        asked = len(item["context_questions"])
+        shift = self._content_free({asked})[asked] if self.decode == CALIBRATED else {}
+        return {a: numbers[completion_text(a)] - shift.get(a, 0.0) for a in ACTIONS}
 
     def _content_free(self, asked_counts: set[int]) -> dict[int, dict[str, float]]:
         """The six replies' log-likelihoods on the content-free prompt with each number of questions asked,
