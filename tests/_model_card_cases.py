@@ -245,11 +245,15 @@ def _promise_generator(tmp: Path, profile: str) -> tuple[Path, dict[str, Any]]:
     results = {"split": "test", "items": {"task1": 18, "task2": 12}, "base_model": base, "before": before,
                "after": after, "majority": majority, "training": training,
                "likelihood": {"before": before, "after": after},
+               # calibrated: above the base on both tasks in either profile, so its row differs from the others
+               "calibrated": {"before": before, "after": {"task1": _f1("task1", 0.55), "task2": _f1("task2", 0.12)}},
                "replies": {"before": {"sq1": 18}, "after": {"done": 3, "sq2": 14, "None": 1}}}
     if tiny:
         results["table"] = {"majority (validation)": majority, "zero-shot smollm2": before,
                             "zero-shot smollm2, likelihood": before, "encoders (task 1, task 2)": after,
-                            "LoRA simulator": after, "LoRA simulator, likelihood": after}
+                            "LoRA simulator": after, "LoRA simulator, likelihood": after,
+                            "zero-shot smollm2, calibrated": before,
+                            "LoRA simulator, calibrated": results["calibrated"]["after"]}
     return _folder(tmp, {"training_args.json": args}), results
 
 

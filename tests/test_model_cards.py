@@ -93,19 +93,26 @@ SAYS = {
                                              "**It does not beat its base**, the same encoder with the head untrained "
                                              "(macro-F1 30.00)"],
     ("promise_lora_simulator", "tiny", ""): ["**Scoring rule.**", "| zero-shot smollm2 | 56.00 | 46.00 |",
-                                             "Task 1: macro-F1 50.00, above", "**Task 2: this model does not beat",
-                                             "Above its base, `HuggingFaceTB/SmolLM2-135M-Instruct` zero-shot (46.00).",
-                                             "**It does not beat its base**, `HuggingFaceTB/SmolLM2-135M-Instruct` "
-                                             "zero-shot (7.00).",
+                                             "Task 1 (intent satisfaction), generated: macro-F1 50.00; above the "
+                                             "majority baseline (46.00); above its base, "
+                                             "`HuggingFaceTB/SmolLM2-135M-Instruct` zero-shot (46.00).",
+                                             "Task 2 (SQ selection), generated: macro-F1 5.00; **it does not beat the "
+                                             "majority baseline** (7.00); **it does not beat its base, "
+                                             "`HuggingFaceTB/SmolLM2-135M-Instruct` zero-shot** (7.00).",
+                                             "| generated (the paper's reading) | 46.00 -> 50.00 | 7.00 -> 5.00 | Task 1 |",
+                                             "| calibrated likelihood | 46.00 -> 55.00 | 7.00 -> 12.00 | Task 1 and Task 2 |",
                                              "| LoRA | 1 | 3 | 0 | 14 |",
                                              "Its training turns were oversampled (seeded, with replacement) until "
                                              "every reply was as frequent as the most frequent one: 72 rows from 40 "
                                              "turns whose replies were `1` 9, `2` 5, `3` 4, `4` 2, `done` 12, "
                                              "`none` 8."],
     ("promise_lora_simulator", "paper", ""): ["`huggyllama/llama-7b` fine-tuned with LoRA (rank 64, alpha 16",
-                                              "Task 2: macro-F1 20.00, above", "Above its base, `huggyllama/llama-7b` "
-                                              "zero-shot (7.00).", "**It does not beat its base**, `huggyllama/llama-7b` "
-                                              "zero-shot (46.00)."],
+                                              "Task 2 (SQ selection), generated: macro-F1 20.00; above the majority "
+                                              "baseline (7.00); above its base, `huggyllama/llama-7b` zero-shot (7.00).",
+                                              "Task 1 (intent satisfaction), generated: macro-F1 40.00; **it does not "
+                                              "beat the majority baseline** (46.00); **it does not beat its base, "
+                                              "`huggyllama/llama-7b` zero-shot** (46.00).",
+                                              "| generated (the paper's reading) | 46.00 -> 40.00 | 7.00 -> 20.00 | Task 2 |"],
     ("wildfeedback_dpo", "paper", ""): ["vs the base model without the checklist: nothing judged",
                                         "lexical (word overlap): 20/64", " (selected with --variant)"],
 }

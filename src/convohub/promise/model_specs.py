@@ -204,10 +204,12 @@ def generator_card(card: CardInput) -> CardValues:
     info = ModelCardInfo(
         license="apache-2.0", pipeline_tag="text-generation", base_model=base_model, datasets=(card.dataset_id,),
         tags=("convohub", "promise", "user-simulation", "lora"), library_name="transformers",
-        results=(*(_metric(card.dataset_id, t, f"{TASK_NAMES[t]} {k.replace('_f1', '-F1')}", after[t][k])
-                   for t in ("task1", "task2") for k in ("macro_f1", "micro_f1")),
-                 *(_metric(card.dataset_id, t, f"{TASK_NAMES[t]} macro-F1, {_READING_NAMES[d]}", r[d]["after"][t]["macro_f1"])
-                   for d in READINGS[1:] for t in ("task1", "task2"))))
+        # task by task, as the model-index groups them: generated macro and micro, then the other readings' macro
+        results=tuple(metric for t in ("task1", "task2") for metric in (
+            *(_metric(card.dataset_id, t, f"{TASK_NAMES[t]} {k.replace('_f1', '-F1')}", after[t][k])
+              for k in ("macro_f1", "micro_f1")),
+            *(_metric(card.dataset_id, t, f"{TASK_NAMES[t]} macro-F1, {_READING_NAMES[d]}", r[d]["after"][t]["macro_f1"])
+              for d in READINGS[1:]))))
     training = r["training"]
     lora = training.get("lora") or {}
     replies = r["replies"]
