@@ -35,7 +35,7 @@ from typing import Any
 
 from convohub.crychic.reconstruct import Decision, TreeBuilder
 from convohub.llm import ChatBackend, ChatRequest
-from convohub.llm.choices import CONTENT_FREE
+from convohub.llm.choices import CONTENT_FREE, calibrated
 
 LABELS = ("polite", "information", "instruction")
 DIGITS = tuple(str(i) for i in range(6))
@@ -120,8 +120,7 @@ def distribution(text: str, options: Sequence[str], calibration: dict[str, float
     logp = choice_logprobs(text)
     if set(logp) != set(options):
         return None
-    if calibration:
-        logp = {o: v - calibration[o] for o, v in logp.items()}
+    logp = calibrated(logp, calibration)
     top = max(logp.values())
     weights = {o: math.exp(v - top) for o, v in logp.items()}
     total = sum(weights.values())

@@ -232,6 +232,12 @@ def choice_logprobs(text: str) -> dict[str, float]:
     return out
 
 
+def calibrated(logprobs: dict[str, float], content_free: dict[str, float] | None) -> dict[str, float]:
+    """Each option's log-likelihood minus the one the content-free request gave it (:data:`CONTENT_FREE`);
+    unchanged when there is no content-free answer."""
+    return {o: v - content_free[o] for o, v in logprobs.items()} if content_free else dict(logprobs)
+
+
 def local_model(backend: ChatBackend) -> Any:
     """The local transformers backend behind ``backend`` (plain or cached), else None."""
     from .cache import CachedBackend

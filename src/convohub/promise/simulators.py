@@ -209,14 +209,14 @@ class GenerativeSimulator:
     def likelihoods(self, item: Mapping[str, Any]) -> dict[str, float]:
         """``{action: log-likelihood}`` of an answered item, minus the content-free ones when calibrated
         (likelihood and calibrated decodes only; {} after a failed call)."""
-        from convohub.llm.choices import choice_logprobs
+        from convohub.llm.choices import calibrated, choice_logprobs
 
         numbers = choice_logprobs(self.replies[item["id"]])
         if not numbers:
             return {}
         asked = len(item["context_questions"])
-        shift = self._content_free({asked})[asked] if self.decode == CALIBRATED else {}
-        return {a: numbers[completion_text(a)] - shift.get(a, 0.0) for a in ACTIONS}
+        raw = {a: numbers[completion_text(a)] for a in ACTIONS}
+        return calibrated(raw, self._content_free({asked})[asked] if self.decode == CALIBRATED else None)
 
     def _content_free(self, asked_counts: set[int]) -> dict[int, dict[str, float]]:
         """The six replies' log-likelihoods on the content-free prompt with each number of questions asked,
