@@ -17,7 +17,7 @@ from _replies import Replies
 
 from convohub.aqa import annotate, keywords, phrasing, proposal, quality, taxonomy
 from convohub.aqa.combos import COMBINATIONS
-from convohub.aqa.settings import TINY, Z_090, settings_for
+from convohub.aqa.settings import PAPER, TINY, Z_090, settings_for
 
 
 # ------------------------------------------------------------------------------------------ corpus
@@ -205,7 +205,8 @@ def test_taxonomy_rounds_stop_early_and_keep_the_taxonomy_on_a_bad_answer() -> N
                     "not json", "not json",
                     '{"score": 50, "classes": [{"name": "Cooking"}]}'])
     backend = Replies(lambda _: next(answers))
-    settings = replace(TINY, topic_clusters=2, topic_batch=2, topic_rounds=10, topic_patience=2, max_attempts=1)
+    settings = replace(TINY, topic_clusters=2, topic_batch=2, topic_rounds=10, topic_patience=2, max_attempts=1,
+                       taxonomy_writer="llm")
     vectors = np.eye(12, 4, dtype=np.float32)
     result = taxonomy.generate_taxonomy([f"summary {i}" for i in range(12)], vectors, backend, settings)
     assert [r["action"] for r in result.rounds] == ["initial", "updated", "kept", "kept"]
@@ -221,6 +222,15 @@ def test_taxonomy_rounds_stop_early_and_keep_the_taxonomy_on_a_bad_answer() -> N
     assert [r["action"] for r in fallback.rounds] == ["failed", "failed", "cluster-terms"] and refusing.calls == 2
     assert fallback.rounds[1]["stopped"] == "no usable taxonomy in 2 rounds"
     assert sorted(c.name for c in fallback.classes) == ["Cheese and Recipe", "Plans and Train"]
+    # the tiny profile names the stand-in as the writer: the same classes, no LLM call, made_by says why
+    named = taxonomy.generate_taxonomy(summaries, np.repeat(np.eye(2, 4, dtype=np.float32), [3, 6], axis=0),
+                                       refusing, replace(settings, taxonomy_writer="cluster-terms"))
+    assert refusing.calls == 2 and named.classes == fallback.classes
+    assert named.made_by == "cluster-terms (the profile's taxonomy writer; no LLM asked)"
+    assert [r["action"] for r in named.rounds] == ["cluster-terms"]
+    assert taxonomy.generate_subtaxonomies([("Cooking", summaries[:3], 2)], refusing,
+                                           replace(settings, taxonomy_writer="cluster-terms")) == [None]
+    assert refusing.calls == 2 and TINY.taxonomy_writer == "cluster-terms" and PAPER.taxonomy_writer == "llm"
     with pytest.raises(ValueError, match="vague"):
         taxonomy.parse_taxonomy('{"classes": [{"name": "Other topics"}]}', 5, False)
     assert taxonomy.parse_labels('{"labels": [{"index": 2, "relevance": 8}, {"index": 0, "relevance": 3}]}', 3, 3) \

@@ -9,6 +9,7 @@ import json
 import shutil
 from collections import Counter
 from collections.abc import Sequence
+from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
@@ -137,20 +138,21 @@ def test_a_run_killed_in_the_llm_stage_repeats_no_finished_call(built: dict[str,
     from convohub.aqa.pipeline import Backends, run_pipeline
     from convohub.aqa.settings import TINY
 
+    settings = replace(TINY, taxonomy_writer="llm")  # the LLM taxonomy prompt is where the second run is stopped
     work = tmp_path / "work"
     work.mkdir()
     shutil.copy(built["work"] / "corpus.json", work / "corpus.json")  # the datatrove stage is tested elsewhere
     first = Killer(limit=100)
     with pytest.raises(KeyboardInterrupt, match="killed"):
-        run_pipeline(sample_rows(TINY), TINY, work, Backends(first), log=lambda m: None)
+        run_pipeline(sample_rows(settings), settings, work, Backends(first), log=lambda m: None)
     assert len(first.answered) == 96  # six chunks of 16 answered and cached, the seventh killed in flight
     second = Killer(stop_at="Propose at most")  # runs the rest of the annotation stage, stops at the taxonomy
     with pytest.raises(KeyboardInterrupt, match="stopped"):
-        run_pipeline(sample_rows(TINY), TINY, work, Backends(second), log=lambda m: None)
+        run_pipeline(sample_rows(settings), settings, work, Backends(second), log=lambda m: None)
     assert second.answered and not set(first.answered) & set(second.answered)
     records = json.loads((work / "corpus.json").read_text())["value"]["records"]
     uninterrupted = Killer()
-    annotate(records, uninterrupted, TINY, progress=False)
+    annotate(records, uninterrupted, settings, progress=False)
     assert sorted(first.answered + second.answered) == sorted(uninterrupted.answered)
 
 

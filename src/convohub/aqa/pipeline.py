@@ -172,7 +172,7 @@ def _subtopics(records: list[dict], topic_labels: list[list[list[Any]]], backend
         made_by = backends.writer.name
         if not classes:
             classes = tnt.cluster_terms([summaries[i] for i in idx], assignment, k)
-            made_by = f"{tnt.CLUSTER_TERMS} ({backends.writer.name} wrote no usable taxonomy)"
+            made_by = tnt.stand_in(settings, backends.writer)
         n = min(len(idx), max(settings.quality_min, int(round(settings.quality_fraction * len(idx)))),
                 settings.quality_max)
         sample = sorted(rng.choice(len(idx), size=n, replace=False).tolist())

@@ -30,6 +30,9 @@ from dataclasses import asdict, dataclass, field, replace
 from typing import Any, Literal
 
 Labeller = Literal["llm", "minilm"]
+#: Who writes the topic and subtopic taxonomies: the LLM (TnT-LLM's rounds), or the named stand-in that names the
+#: k-means clusters by their distinctive words (:func:`convohub.aqa.taxonomy.cluster_terms`) without asking it.
+TaxonomyWriter = Literal["llm", "cluster-terms"]
 
 #: The keyword types of the extraction prompt (paper Figure 14), the closed list keywords are validated against.
 KEYWORD_TYPES: tuple[str, ...] = (
@@ -93,6 +96,11 @@ class Settings:
     #: asks once: SmolLM2-135M wrote no usable taxonomy in 16 of 16 calls (3 topic rounds x 2 tries and 16
     #: subtopic requests x 2 tries, none parsed, measured on the tiny build), so a second try only spent ~120 s
     taxonomy_attempts: int = 3
+    #: The tiny profile names the stand-in instead of asking SmolLM2-135M for taxonomies it cannot write: none
+    #: usable in 16 of 16 JSON requests (above), nor in 8 of 8 requests for one class per line (2026-12-01, two
+    #: wordings on the tiny build's summaries: sentences, the summaries repeated, or "Business and Economics"
+    #: three times in one list); asking cost the build 23 s (topics) and about 70 s (subtopics) for nothing.
+    taxonomy_writer: TaxonomyWriter = "llm"
     topic_patience: int = 3
     initial_classes: int = 30
     max_classes: int = 60
@@ -141,7 +149,8 @@ PAPER = Settings()
 TINY = replace(
     PAPER, profile="tiny", tokenizer="smollm2", content_words=48, max_attempts=2, intent_source="summary",
     keyword_format="pairs", keywords_grounded=True,
-    topic_clusters=8, topic_batch=16, topic_rounds=3, topic_patience=1, taxonomy_attempts=1, initial_classes=12, max_classes=16,
+    topic_clusters=8, topic_batch=16, topic_rounds=3, topic_patience=1, taxonomy_attempts=1, taxonomy_writer="cluster-terms",
+    initial_classes=12, max_classes=16,
     subtopic_ks=(2, 3, 4), subtopic_top_ks=2, subtopic_batch=16, labeller="minilm", keyword_labeller="minilm",
     min_support=6, min_support_user=3, max_per_combination=2, qc_retrieve=30,
 )
@@ -165,6 +174,7 @@ _CARD_FIELDS = (
     ("keywords_grounded", "keywords must appear in the text"),
     ("max_attempts", "LLM calls per field at most"), ("topic_clusters", "k-means clusters (topics)"),
     ("topic_batch", "summaries per taxonomy round"), ("topic_rounds", "taxonomy rounds at most"),
+    ("taxonomy_writer", "topic and subtopic taxonomy writer"),
     ("taxonomy_attempts", "LLM calls per taxonomy request at most"),
     ("topic_patience", "early stop after rounds without a better score"), ("subtopic_ks", "subtopic K searched"),
     ("subtopic_top_ks", "K kept by silhouette"), ("labeller", "topic/subtopic labeller and verifier"),

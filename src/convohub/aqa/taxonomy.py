@@ -7,9 +7,10 @@ batch, asks for a 0-100 rating of the current taxonomy and an updated one. The r
 clusters run dry, or when the rating has not improved for ``patience`` rounds. An answer that does not
 validate (no JSON classes, too many classes, repeated or vague names such as "Other") leaves the taxonomy as
 it was and counts as a round without improvement (before the first usable taxonomy, ``patience`` unusable
-rounds in a row stop the generation too). When the LLM never wrote a usable taxonomy, the named
-stand-in :func:`cluster_terms` names the k-means clusters by their most distinctive words, and
-``made_by`` (on the card and in every row's ``labeller``) says so.
+rounds in a row stop the generation too). When the LLM never wrote a usable taxonomy, or when the settings
+name the stand-in as the writer (``taxonomy_writer: cluster-terms``, the tiny profile's), :func:`cluster_terms`
+names the k-means clusters by their most distinctive words, and ``made_by`` (on the card and in every row's
+``labeller``) says which and why.
 
 Subtopics per topic: k-means over the topic's summaries for every K searched, the ``top_ks`` K with the best
 silhouette (cosine) each get a taxonomy, and each taxonomy is scored on a sample of the topic's
@@ -219,6 +220,10 @@ def generate_taxonomy(summaries: Sequence[str], vectors: np.ndarray, backend: Ch
     """TnT-LLM's generation phase over ``summaries`` (see the module doc); the round log says what each
     round did: ``initial``, ``updated``, ``kept`` (answer unusable) with the rating when there was one."""
     assignment = kmeans(vectors, settings.topic_clusters, settings.seed)
+    if settings.taxonomy_writer == CLUSTER_TERMS:
+        classes = cluster_terms(summaries, assignment, settings.initial_classes)
+        return Taxonomy(classes, [{"round": 1, "action": CLUSTER_TERMS, "classes": len(classes)}],
+                        made_by=stand_in(settings, backend))
     batches = round_robin_batches(assignment, settings.topic_batch, settings.seed)
     taxonomy = Taxonomy([], made_by=backend.name)
     best, stale = -1.0, 0
@@ -258,13 +263,22 @@ def generate_taxonomy(summaries: Sequence[str], vectors: np.ndarray, backend: Ch
             break
     if not taxonomy.classes:
         taxonomy.classes = cluster_terms(summaries, assignment, settings.initial_classes)
-        taxonomy.made_by = f"{CLUSTER_TERMS} ({backend.name} wrote no usable taxonomy)"
-        taxonomy.rounds.append({"round": len(taxonomy.rounds) + 1, "action": "cluster-terms",
+        taxonomy.made_by = stand_in(settings, backend)
+        taxonomy.rounds.append({"round": len(taxonomy.rounds) + 1, "action": CLUSTER_TERMS,
                                 "classes": len(taxonomy.classes)})
     return taxonomy
 
 
 CLUSTER_TERMS = "cluster-terms"
+
+
+def stand_in(settings: Settings, backend: ChatBackend) -> str:
+    """``made_by`` of a :func:`cluster_terms` taxonomy: the stand-in and why it wrote it (the settings named it,
+    or the LLM's answers never validated)."""
+    if settings.taxonomy_writer == CLUSTER_TERMS:
+        return f"{CLUSTER_TERMS} (the profile's taxonomy writer; no LLM asked)"
+    return f"{CLUSTER_TERMS} ({backend.name} wrote no usable taxonomy)"
+
 _WORD = re.compile(r"[a-z][a-z'-]{2,}")
 _GENERIC = frozenset({"user", "users", "asks", "asked", "asking", "wants", "want", "requested", "request", "help",
                       "helps", "know", "make", "give", "explain", "write", "tell", "provide", "about", "simple",
@@ -302,7 +316,10 @@ def cluster_terms(summaries: Sequence[str], assignment: np.ndarray, max_classes:
 def generate_subtaxonomies(jobs: Sequence[tuple[str, Sequence[str], int]], backend: ChatBackend,
                            settings: Settings, max_new_tokens: int = 200) -> list[list[TaxonomyClass] | None]:
     """One subtopic taxonomy of at most K classes per ``(topic, summaries, K)`` job, all asked in one batch
-    (None when the answer never validated: the caller falls back to :func:`cluster_terms`)."""
+    (None when the answer never validated, or for every job when the settings name :func:`cluster_terms` as the
+    writer: the caller falls back to it, see :func:`stand_in`)."""
+    if settings.taxonomy_writer == CLUSTER_TERMS:
+        return [None] * len(jobs)
     prompts = [initial_prompt(shown, k, parent=topic) for topic, shown, k in jobs]
     results = _ask(backend, prompts, lambda i, t: parse_taxonomy(t, jobs[i][2], False)[0], max_new_tokens,
                    settings.taxonomy_attempts, "AQA subtopic taxonomies")
