@@ -11,8 +11,9 @@ Why the tiny values are what they are:
   user condition) out of 182K; the tiny corpus has ~1/1,000 of that, and its users have 10-16 sessions, so
   the tiny profile asks for >= 6 (>= 3 with a user condition);
 * taxonomy: k-means with K = B = 500 and up to 10 update rounds are sized for 220K summaries and a fast LLM;
-  the tiny profile clusters into 8, shows 16 summaries per round and stops after 3 rounds (patience 2);
-  subtopic K is searched in {2, 3, 4} instead of {10, 15, ..., 40}, the top 2 by silhouette are scored;
+  the tiny profile clusters into 8 and names the clusters with the ``cluster-terms`` stand-in instead of asking
+  SmolLM2-135M, which wrote no usable taxonomy in any request (``taxonomy_writer``); subtopic K is searched in
+  {2, 3, 4} instead of {10, 15, ..., 40}, the top 2 by silhouette are scored;
 * labelling: choosing labels from a closed list (topics, subtopics, their verification, keyword categories)
   is done in the tiny profile by cosine similarity of all-MiniLM-L6-v2 embeddings (``minilm``, named in every
   row's ``labeller``), because SmolLM2 at ~50 tokens/s on two cores cannot label every conversation four

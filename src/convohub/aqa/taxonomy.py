@@ -279,6 +279,7 @@ def stand_in(settings: Settings, backend: ChatBackend) -> str:
         return f"{CLUSTER_TERMS} (the profile's taxonomy writer; no LLM asked)"
     return f"{CLUSTER_TERMS} ({backend.name} wrote no usable taxonomy)"
 
+
 _WORD = re.compile(r"[a-z][a-z'-]{2,}")
 _GENERIC = frozenset({"user", "users", "asks", "asked", "asking", "wants", "want", "requested", "request", "help",
                       "helps", "know", "make", "give", "explain", "write", "tell", "provide", "about", "simple",
