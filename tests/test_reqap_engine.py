@@ -480,24 +480,42 @@ def test_time_budget_aborts_cleanly(store: EventStore) -> None:
     assert res.error.startswith("TimeoutError") and time.monotonic() - started < 5
 
 
+class SlowExtractor:
+    """An extractor that takes ``seconds`` per call, like a model batch, and records the chunk sizes asked."""
+
+    def __init__(self, seconds: float) -> None:
+        self.seconds, self.asked = seconds, []
+
+    def extract(self, events: list[dict[str, Any]], attr_name: str) -> list[Any]:
+        self.asked.append(len(events))
+        time.sleep(self.seconds)
+        return [e.get(attr_name) for e in events]
+
+
 def test_time_budget_is_checked_inside_extract(store: EventStore, monkeypatch: pytest.MonkeyPatch) -> None:
-    """A model extractor over many retrieved events: the question stops between chunks once past its budget,
-    instead of extracting from every event first."""
+    """A model extractor over many retrieved events: the question stops between chunks, and does not start a
+    chunk that the ones before it say would end past the budget (0.2 s used, 0.2 s more needed, 0.3 s budget)."""
     from convohub.reqap.engine import operators
 
-    asked: list[int] = []
-
-    class SlowExtractor:
-        def extract(self, events: list[dict[str, Any]], attr_name: str) -> list[Any]:
-            asked.append(len(events))
-            time.sleep(0.2)
-            return [e.get(attr_name) for e in events]
-
+    slow = SlowExtractor(0.2)
     monkeypatch.setattr(operators, "EXTRACT_CHUNK", 2)
-    res = Executor(store, OracleRetriever(ORACLE), SlowExtractor(), time_budget=0.3).execute(
+    started = time.monotonic()
+    res = Executor(store, OracleRetriever(ORACLE), slow, time_budget=0.3).execute(
         'EXTRACT(l=RETRIEVE(query="songs"), attr_names=["artist"])')
     assert res.error.startswith("TimeoutError") and res.answer is None
-    assert asked and set(asked) == {2} and sum(asked) < len(ORACLE["songs"]) == 5  # stopped between chunks
+    assert "extracting 'artist' from 2 more of 5 events would take about 0.2 s" in res.error
+    assert slow.asked == [2] and len(ORACLE["songs"]) == 5  # stopped before the second chunk
+    assert time.monotonic() - started < 0.3  # ... so within the budget
+
+
+def test_extract_within_budget_runs_every_chunk(store: EventStore, monkeypatch: pytest.MonkeyPatch) -> None:
+    from convohub.reqap.engine import operators
+
+    slow = SlowExtractor(0.01)
+    monkeypatch.setattr(operators, "EXTRACT_CHUNK", 2)
+    res = Executor(store, OracleRetriever(ORACLE), slow, time_budget=5.0).execute(
+        'EXTRACT(l=RETRIEVE(query="songs"), attr_names=["artist"])')
+    assert res.error is None and slow.asked == [2, 2, 1]
 
 
 # -- CLI ------------------------------------------------------------------------------------------------------

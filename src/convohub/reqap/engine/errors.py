@@ -102,4 +102,9 @@ class ExecutionError(RuntimeError):
 
 
 class BudgetExceeded(TimeoutError):
-    """The per-question time budget ran out."""
+    """The per-question time budget ran out, or the next step that cannot be interrupted would run past it
+    (``reason`` says which step, and how long it would take)."""
+
+    def __init__(self, message: str = "time budget exceeded", reason: str = "") -> None:
+        super().__init__(f"{message}: {reason}" if reason else message)
+        self.reason = reason

@@ -147,8 +147,9 @@ class Executor:
             value = run.node(node, 0)
             result.raw = value
             result.answer = to_jsonable(value)
-        except BudgetExceeded:
-            result.error = f"TimeoutError: time budget of {self.time_budget:g} s exceeded"
+        except BudgetExceeded as err:
+            result.error = (f"TimeoutError: time budget of {self.time_budget:g} s exceeded"
+                            + (f" ({err.reason})" if err.reason else ""))
         except (ExecutionError, ResourceLimitError) as err:
             result.error = f"{type(err).__name__}: {err}"
         except RecursionError:

@@ -170,6 +170,15 @@ class Evaluator:
         if self.deadline is not None and _time.monotonic() > self.deadline:
             raise BudgetExceeded("time budget exceeded")
 
+    def check_time_for(self, seconds: float, what: str) -> None:
+        """Stop now when ``what``, expected to take ``seconds``, would end past the deadline: a step that cannot
+        be interrupted (a model batch) would otherwise overrun the budget by its whole length."""
+        if self.deadline is None:
+            return
+        left = self.deadline - _time.monotonic()
+        if seconds > left:
+            raise BudgetExceeded(reason=f"{what} would take about {seconds:.1f} s, {max(left, 0.0):.1f} s are left")
+
     def python_callable(self, fn: Function) -> Callable[..., Any]:
         """A plain callable (for sorted(key=...) and the like) that goes through :meth:`call`."""
         return lambda *a: self.call(fn, *a)
