@@ -43,6 +43,8 @@ from convohub.llm import ChatBackend, ChatRequest, ask_until_parsed, parse_json_
 UNDEFINED = "Undefined"
 VAGUE = re.compile(r"\b(other|others|undefined|miscellaneous|misc|general|various)\b", re.I)
 DESCRIPTION_WORDS = 12
+#: The named stand-in taxonomy writer (:func:`cluster_terms`), a value of ``Settings.taxonomy_writer``
+CLUSTER_TERMS = "cluster-terms"
 
 
 @dataclass(frozen=True)
@@ -267,9 +269,6 @@ def generate_taxonomy(summaries: Sequence[str], vectors: np.ndarray, backend: Ch
         taxonomy.rounds.append({"round": len(taxonomy.rounds) + 1, "action": CLUSTER_TERMS,
                                 "classes": len(taxonomy.classes)})
     return taxonomy
-
-
-CLUSTER_TERMS = "cluster-terms"
 
 
 def stand_in(settings: Settings, backend: ChatBackend) -> str:
