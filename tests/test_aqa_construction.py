@@ -237,6 +237,18 @@ def test_taxonomy_rounds_stop_early_and_keep_the_taxonomy_on_a_bad_answer() -> N
         == [(1, 8.0)]
 
 
+
+def test_card_settings_say_the_llm_writers_rounds_are_unused_with_the_stand_in() -> None:
+    from convohub.aqa.settings import describe
+
+    rows = {row[0]: row for row in describe(TINY)}
+    assert rows["taxonomy rounds at most"] == ["taxonomy rounds at most", "3 (not used: the writer is cluster-terms)",
+                                               str(PAPER.topic_rounds), "3"]
+    assert rows["k-means clusters (topics)"][1] == str(TINY.topic_clusters)  # the stand-in reads the clusters
+    llm_rows = {row[0]: row for row in describe(replace(TINY, taxonomy_writer="llm"))}
+    assert llm_rows["taxonomy rounds at most"][1] == "3" and all("not used" not in r[1] for r in llm_rows.values())
+    assert sum("not used" in r[1] for r in rows.values()) == 4
+
 # ------------------------------------------------------------------------------------------ quality control
 def test_qc_rule_removes_only_when_context_neither_helps_nor_clears_the_threshold() -> None:
     s_random, s_std = np.array([0.6, 0.6, 0.6, 0.6]), np.array([0.1, 0.1, 0.1, 0.1])

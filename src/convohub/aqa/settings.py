@@ -187,12 +187,23 @@ _CARD_FIELDS = (
 )
 
 
+#: The settings only the LLM taxonomy writer reads (TnT-LLM's rounds and their retries).
+_LLM_WRITER_FIELDS = frozenset({"topic_batch", "topic_rounds", "taxonomy_attempts", "topic_patience"})
+
+
 def describe(settings: Settings) -> list[list[Any]]:
-    """Rows ``[setting, this build, paper, tiny]`` for the card: every value next to both profiles'."""
+    """Rows ``[setting, this build, paper, tiny]`` for the card: every value next to both profiles'; the
+    LLM writer's settings say they were not used when the build's taxonomy writer is the stand-in."""
     def show(value: Any) -> str:
         if isinstance(value, tuple):
             return ", ".join(str(v) for v in value)
         return "whole dialogue" if value is None else str(value)
 
-    return [[label, show(getattr(settings, name)), show(getattr(PAPER, name)), show(getattr(TINY, name))]
+    def this_build(name: str) -> str:
+        value = show(getattr(settings, name))
+        if name in _LLM_WRITER_FIELDS and settings.taxonomy_writer != "llm":
+            return f"{value} (not used: the writer is {settings.taxonomy_writer})"
+        return value
+
+    return [[label, this_build(name), show(getattr(PAPER, name)), show(getattr(TINY, name))]
             for name, label in _CARD_FIELDS]
