@@ -237,7 +237,6 @@ def test_taxonomy_rounds_stop_early_and_keep_the_taxonomy_on_a_bad_answer() -> N
         == [(1, 8.0)]
 
 
-
 def test_card_settings_say_the_llm_writers_rounds_are_unused_with_the_stand_in() -> None:
     from convohub.aqa.settings import describe
 
@@ -248,6 +247,7 @@ def test_card_settings_say_the_llm_writers_rounds_are_unused_with_the_stand_in()
     llm_rows = {row[0]: row for row in describe(replace(TINY, taxonomy_writer="llm"))}
     assert llm_rows["taxonomy rounds at most"][1] == "3" and all("not used" not in r[1] for r in llm_rows.values())
     assert sum("not used" in r[1] for r in rows.values()) == 4
+
 
 # ------------------------------------------------------------------------------------------ quality control
 def test_qc_rule_removes_only_when_context_neither_helps_nor_clears_the_threshold() -> None:

@@ -105,6 +105,9 @@ class BudgetExceeded(TimeoutError):
     """The per-question time budget ran out, or the next step that cannot be interrupted would run past it
     (``reason`` says which step, and how long it would take)."""
 
-    def __init__(self, message: str = "time budget exceeded", reason: str = "") -> None:
-        super().__init__(f"{message}: {reason}" if reason else message)
+    def __init__(self, reason: str = "") -> None:
+        super().__init__("time budget exceeded" + (f": {reason}" if reason else ""))
         self.reason = reason
+
+    def __reduce__(self) -> tuple[type, tuple[str]]:  # rebuilt from the reason, e.g. across a worker process
+        return type(self), (self.reason,)

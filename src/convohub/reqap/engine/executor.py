@@ -198,7 +198,7 @@ class _Run:
 
     def check(self) -> None:
         if _time.monotonic() > self.deadline:
-            raise BudgetExceeded("time budget exceeded")
+            raise BudgetExceeded()
 
     def _charge_output(self, op: str, value: list[Any]) -> None:
         """Charge an operator's output list (and, for copying operators, its new items) to the budget."""

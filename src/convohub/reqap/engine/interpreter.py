@@ -168,7 +168,7 @@ class Evaluator:
 
     def check_deadline(self) -> None:
         if self.deadline is not None and _time.monotonic() > self.deadline:
-            raise BudgetExceeded("time budget exceeded")
+            raise BudgetExceeded()
 
     def check_time_for(self, seconds: float, what: str) -> None:
         """Stop now when ``what``, expected to take ``seconds``, would end past the deadline: a step that cannot
@@ -177,7 +177,7 @@ class Evaluator:
             return
         left = self.deadline - _time.monotonic()
         if seconds > left:
-            raise BudgetExceeded(reason=f"{what} would take about {seconds:.1f} s, {max(left, 0.0):.1f} s are left")
+            raise BudgetExceeded(f"{what} would take about {seconds:.1f} s, {max(left, 0.0):.1f} s are left")
 
     def python_callable(self, fn: Function) -> Callable[..., Any]:
         """A plain callable (for sorted(key=...) and the like) that goes through :meth:`call`."""
