@@ -34,6 +34,8 @@ Labeller = Literal["llm", "minilm"]
 #: Who writes the topic and subtopic taxonomies: the LLM (TnT-LLM's rounds), or the named stand-in that names the
 #: k-means clusters by their distinctive words (:func:`convohub.aqa.taxonomy.cluster_terms`) without asking it.
 TaxonomyWriter = Literal["llm", "cluster-terms"]
+#: The stand-in value of :data:`TaxonomyWriter`
+CLUSTER_TERMS: TaxonomyWriter = "cluster-terms"
 
 #: The keyword types of the extraction prompt (paper Figure 14), the closed list keywords are validated against.
 KEYWORD_TYPES: tuple[str, ...] = (
@@ -201,7 +203,7 @@ def describe(settings: Settings) -> list[list[Any]]:
 
     def this_build(name: str) -> str:
         value = show(getattr(settings, name))
-        if name in _LLM_WRITER_FIELDS and settings.taxonomy_writer != "llm":
+        if name in _LLM_WRITER_FIELDS and settings.taxonomy_writer == CLUSTER_TERMS:
             return f"{value} (not used: the writer is {settings.taxonomy_writer})"
         return value
 

@@ -37,14 +37,12 @@ from typing import Any
 
 import numpy as np
 
-from convohub.aqa.settings import Settings
+from convohub.aqa.settings import CLUSTER_TERMS, Settings
 from convohub.llm import ChatBackend, ChatRequest, ask_until_parsed, parse_json_answer
 
 UNDEFINED = "Undefined"
 VAGUE = re.compile(r"\b(other|others|undefined|miscellaneous|misc|general|various)\b", re.I)
 DESCRIPTION_WORDS = 12
-#: The named stand-in taxonomy writer (:func:`cluster_terms`), a value of ``Settings.taxonomy_writer``
-CLUSTER_TERMS = "cluster-terms"
 
 
 @dataclass(frozen=True)
