@@ -210,6 +210,10 @@ def test_end_to_end_comparison_runs_every_system_on_the_same_questions(dataset: 
     assert json.loads((tmp_path / "reqap_sft" / f"{SCORES_STAGE}.json").read_text())["fingerprint"]["budget_s"] == 60
     assert result["questions"] == 3 and result["llm"] == "scripted" and set(result["systems"]) == {
         "reqap_sft", "rag", "codegen"}
+    from convohub.reqap.release.comparison import run_predictions
+
+    assert sorted(row["id"] for row in run_predictions(tmp_path)) == sorted(ids)  # the trained chain's, for the Space
+    assert run_predictions(tmp_path, "reqap_icl") == []
     for name in result["systems"]:  # every run kept, on exactly these questions
         run = json.loads((tmp_path / name / "results.json").read_text())
         assert run["question_ids"] == sorted(ids) and run["counts"]["questions"] == 3
@@ -249,6 +253,30 @@ def test_end_to_end_comparison_runs_every_system_on_the_same_questions(dataset: 
         compare_systems(dataset, components, llm, tmp_path, question_ids=ids, systems=("rag",))
     with pytest.raises(ValueError, match=r"no question ids \['nope'\]"):
         evaluate(dataset, "test", "rag", RAGBaseline(llm), question_ids=["nope"])
+
+
+def test_the_release_compares_its_profiles_systems_on_its_question_sample(dataset: Path, release: Path, tmp_path: Path,
+                                                                         monkeypatch: pytest.MonkeyPatch) -> None:
+    from convohub.reqap.release import comparison
+
+    seen: dict = {}
+
+    def fake_compare(dataset_dir: Path, components: dict, backend: object, out_dir: Path, **kwargs: object) -> dict:
+        seen.update(components=components, out_dir=out_dir, **kwargs)
+        return {"systems": {"reqap_sft": {"hit@1": 0.5}}}
+
+    monkeypatch.setattr(comparison, "compare_systems", fake_compare)
+    models = find_release_models(release)
+    folders = {"qud": models.qud, "events": models.events, "patterns": models.patterns, "extract": models.extract}
+    path = comparison.compare_for_release(dataset, folders, object(), tmp_path, profile="tiny", seed=0)
+    assert path == tmp_path / comparison.COMPARISON_FILE
+    assert json.loads(path.read_text()) == {"systems": {"reqap_sft": {"hit@1": 0.5}}}
+    assert seen["components"] == models.specs() and seen["out_dir"] == tmp_path
+    assert seen["systems"] == comparison.PROFILE_SYSTEMS["tiny"] and seen["budget_s"] == comparison.PROFILE_BUDGET_S["tiny"]
+    assert seen["question_ids"] == comparison.question_sample(dataset, comparison.PROFILE_QUESTIONS["tiny"], 0)
+    comparison.compare_for_release(dataset, folders, object(), tmp_path, profile="paper", seed=0)
+    assert seen["systems"] == comparison.DEFAULT_SYSTEMS and len(seen["question_ids"]) == len(
+        comparison.question_sample(dataset, None, 0))
 
 
 def test_the_qud_card_waits_for_the_end_to_end_comparison() -> None:

@@ -241,8 +241,9 @@ def _dpo_trainer_on_the_sft_model(trained: dict, tmp_path: Path, *extra_args: st
         ["--config", str(DPO / "tiny.yaml"), "--dataset_path", str(trained["dataset"]), "--output_dir",
          str(tmp_path / "dpo"), "--model_name_or_path", str(trained["sft"]), *extra_args],
         fail_with_unknown_args=True)
-    trainer, _, extra = al.build_dpo_trainer(*args)
-    return trainer, extra
+    run = al.build_dpo_trainer(*args)
+    assert run.base_path == str(trained["sft"])
+    return run.trainer, run.extra
 
 
 def test_dpo_reference_is_the_sft_model(trained: dict, tmp_path: Path) -> None:

@@ -214,13 +214,22 @@ class GenerativeSimulator:
         numbers = choice_logprobs(self.replies[item["id"]])
         if not numbers:
             return {}
-        asked = len(item["context_questions"])
         raw = {a: numbers[completion_text(a)] for a in ACTIONS}
-        return calibrated(raw, self._content_free({asked})[asked] if self.decode == CALIBRATED else None)
+        return calibrated(raw, self._calibration(len(item["context_questions"])))
 
-    def _content_free(self, asked_counts: set[int]) -> dict[int, dict[str, float]]:
-        """The six replies' log-likelihoods on the content-free prompt with each number of questions asked,
-        asked once per number; a failed call is an error (the turns cannot be calibrated without it)."""
+    def _calibration(self, asked: int) -> dict[str, float] | None:
+        """The content-free log-likelihoods a turn with ``asked`` questions is calibrated against (None unless
+        the decode is calibrated); :meth:`predict` asks for every count of its items in one call first."""
+        if self.decode != CALIBRATED:
+            return None
+        if asked not in self.content_free:
+            self._content_free({asked})
+        return self.content_free[asked]
+
+    def _content_free(self, asked_counts: set[int]) -> None:
+        """Fill :attr:`content_free`: the six replies' log-likelihoods on the content-free prompt with each
+        number of questions asked not asked yet; a failed call is an error (the turns cannot be calibrated
+        without it)."""
         from convohub.llm import run_chat
         from convohub.llm.choices import CONTENT_FREE, choice_logprobs
 
@@ -232,7 +241,6 @@ class GenerativeSimulator:
                 raise RuntimeError(f"{self.name}: the content-free prompt with {n} questions asked got no "
                                    f"log-likelihoods ({response.error or response.text[:80]!r})")
             self.content_free[n] = {a: numbers[completion_text(a)] for a in ACTIONS}
-        return self.content_free
 
 
 def likelihood_label(task: str, likelihoods: Mapping[str, float]) -> int:

@@ -41,27 +41,18 @@ def _perqa_dir(ctx: Any) -> Path:
 
 def _step_end_to_end(ctx: Any) -> dict[str, Any]:
     """ReQAP (the trained chain) against RAG and CodeGen with the release's LLM on the same test questions,
-    with McNemar's tests (:mod:`convohub.reqap.release.comparison`); the QUD card reports it."""
-    from convohub.hub import atomic_write_text, dump_json
-    from convohub.reqap.engine.executor import DEFAULT_TIME_BUDGET
-    from convohub.reqap.release import comparison
-    from convohub.reqap.release.models import ReleaseModels, chain_specs
+    with McNemar's tests (:func:`convohub.reqap.release.comparison.compare_for_release`); the QUD card
+    reports it."""
+    from convohub.hub import read_json
+    from convohub.reqap.release.comparison import compare_for_release
+    from convohub.reqap.release.models import chain_specs
 
     folders = {kind: Path(ctx.artifacts[spec.artifact("dir")]) for kind, spec in chain_specs().items()}
-    components = ReleaseModels(**folders, profile=ctx.profile, source="this release").specs()
-    dataset = _perqa_dir(ctx)
-    ids = comparison.question_sample(dataset, comparison.PROFILE_QUESTIONS.get(ctx.profile, comparison.DEFAULT_QUESTIONS),
-                                     ctx.seed)
-    backend = ctx.chat_llm()
-    out = ctx.scratch("reqap", "end-to-end")
-    results = comparison.compare_systems(
-        dataset, components, backend, out, question_ids=ids,
-        systems=comparison.PROFILE_SYSTEMS.get(ctx.profile, comparison.DEFAULT_SYSTEMS),
-        budget_s=comparison.PROFILE_BUDGET_S.get(ctx.profile, DEFAULT_TIME_BUDGET))
-    path = out / "comparison.json"
-    atomic_write_text(path, dump_json(results))
+    path = compare_for_release(_perqa_dir(ctx), folders, ctx.chat_llm(), ctx.scratch("reqap", "end-to-end"),
+                               profile=ctx.profile, seed=ctx.seed)
+    systems = read_json(path)["systems"]
     return {"reqap_end_to_end_path": path,
-            **{f"reqap_end_to_end_{name}": r["hit@1"] for name, r in results["systems"].items()}}
+            **{f"reqap_end_to_end_{name}": r["hit@1"] for name, r in systems.items()}}
 
 
 def _end_to_end(ctx: Any) -> dict[str, Any]:
@@ -89,15 +80,11 @@ def _space_examples(ctx: Any) -> list[dict[str, Any]]:
     """The Space's examples (:func:`convohub.reqap.space.space_examples`) from the end-to-end run of the trained
     chain and the QUD evaluation, as far as this release has them (none: the app offers the dataset's)."""
     from convohub.hub import read_json
-    from convohub.jsonlines import jsonl_records
-    from convohub.reqap.release.comparison import REFERENCE
-    from convohub.reqap.release.evaluation import PREDICTIONS_FILE
+    from convohub.reqap.release.comparison import run_predictions
     from convohub.reqap.space import space_examples
 
-    chain: list[Any] = []
-    if end_to_end := ctx.artifacts.get("reqap_end_to_end_path"):
-        path = Path(end_to_end).parent / REFERENCE / PREDICTIONS_FILE
-        chain = [row for _, row in jsonl_records(path)] if path.is_file() else []
+    end_to_end = ctx.artifacts.get("reqap_end_to_end_path")
+    chain = run_predictions(Path(end_to_end).parent) if end_to_end else []
     evaluation = ctx.artifacts.get(qud.SPEC.artifact("eval_path"))
     return space_examples(chain, read_json(Path(evaluation)).get("predictions", []) if evaluation else [])
 

@@ -475,8 +475,18 @@ def _train_seconds(log_history: Sequence[Mapping[str, Any]]) -> float | None:
     return round(runtimes[-1], 1) if runtimes else None
 
 
-def _finish(trainer: Any, check: CollapseCheck, stage: str, out: Path, extra: dict[str, Any],
-            model_args: Any) -> dict[str, Any]:
+@dataclass(frozen=True)
+class StageTrainer:
+    """A stage's trainer with what :func:`_finish` needs after training: the collapse check, the facts the
+    results JSON records, and the folder the weights were loaded from (a LoRA run merges into it)."""
+
+    trainer: Any
+    check: CollapseCheck
+    extra: dict[str, Any]
+    base_path: str
+
+
+def _finish(run: StageTrainer, stage: str, out: Path, model_args: Any) -> dict[str, Any]:
     """Raise on collapse; else save the model + tokenizer and write the results JSON (main process only).
 
     A full fine-tune is saved with ``trainer.save_model``. A LoRA/QLoRA run is published as *merged*
@@ -484,9 +494,10 @@ def _finish(trainer: Any, check: CollapseCheck, stage: str, out: Path, extra: di
     loaded again unquantised, then ``save_pretrained``): the next stage, the evaluation and a user's
     ``AutoModelForCausalLM.from_pretrained`` then load a plain model, and the card names the base model.
     """
+    trainer, check = run.trainer, run.check
     if check.collapsed:
         raise TrainingCollapsed(f"{stage} stopped: {check.report['reason']} (report: {out / COLLAPSE_REPORT})")
-    results = {"stage": stage, **extra, **log_summary(trainer.state.log_history),
+    results = {"stage": stage, **run.extra, **log_summary(trainer.state.log_history),
                "steps": trainer.state.global_step, "train_seconds": _train_seconds(trainer.state.log_history),
                "collapse_check": "ok"}
     if trainer.eval_dataset is not None:
@@ -497,10 +508,8 @@ def _finish(trainer: Any, check: CollapseCheck, stage: str, out: Path, extra: di
     elif trainer.accelerator.is_main_process:
         out.mkdir(parents=True, exist_ok=True)
         from convohub.training.merge import merged_for_publishing
-        from convohub.training.models import resolve_model
 
-        merged_for_publishing(trainer.accelerator.unwrap_model(model), resolve_model(model_args.model_name_or_path),
-                              model_args).save_pretrained(out)
+        merged_for_publishing(trainer.accelerator.unwrap_model(model), run.base_path, model_args).save_pretrained(out)
         trainer.processing_class.save_pretrained(out)
     if trainer.accelerator.is_main_process:
         atomic_write_text(out / RESULTS_FILE, dump_json(results))
@@ -524,7 +533,7 @@ def _global_batch(training_args: Any) -> int:
                * max(1, training_args.world_size))
 
 
-def build_sft_trainer(script_args: AlignmentArguments, training_args: Any, model_args: Any) -> tuple[Any, Any, dict]:
+def build_sft_trainer(script_args: AlignmentArguments, training_args: Any, model_args: Any) -> StageTrainer:
     """The SFTTrainer on the chosen responses (prompt/completion: loss on the response tokens only)."""
     from transformers import AutoModelForCausalLM
     from trl import SFTTrainer
@@ -545,10 +554,10 @@ def build_sft_trainer(script_args: AlignmentArguments, training_args: Any, model
              "max_length": training_args.max_length, "variant": script_args.variant,
              "max_train_samples": script_args.max_train_samples, "batch_size": _global_batch(training_args),
              **_lora_facts(model_args)}
-    return trainer, check, extra
+    return StageTrainer(trainer, check, extra, path)
 
 
-def build_dpo_trainer(script_args: AlignmentArguments, training_args: Any, model_args: Any) -> tuple[Any, Any, dict]:
+def build_dpo_trainer(script_args: AlignmentArguments, training_args: Any, model_args: Any) -> StageTrainer:
     """The DPOTrainer whose policy *and reference* are loaded from ``model_name_or_path`` (the SFT model).
 
     With LoRA/QLoRA the reference is the same weights with the adapter disabled (no second copy); for a
@@ -581,7 +590,7 @@ def build_dpo_trainer(script_args: AlignmentArguments, training_args: Any, model
              "reference": "the SFT model: the same weights with the LoRA adapter disabled" if peft is not None
              else "the SFT model: a frozen copy loaded from model_name_or_path",
              **_lora_facts(model_args)}
-    return trainer, check, extra
+    return StageTrainer(trainer, check, extra, path)
 
 
 def run_stage(stage: str, script_args: AlignmentArguments, training_args: Any, model_args: Any) -> dict[str, Any]:
@@ -595,9 +604,9 @@ def run_stage(stage: str, script_args: AlignmentArguments, training_args: Any, m
 
         check_mixed_precision(model_args, args)
         torch.manual_seed(args.seed)
-        trainer, check, extra = build(script_args, args, model_args)
-        trainer.train(resume_from_checkpoint=args.resume_from_checkpoint)
-        return _finish(trainer, check, stage, Path(args.output_dir), extra, model_args)
+        run = build(script_args, args, model_args)
+        run.trainer.train(resume_from_checkpoint=args.resume_from_checkpoint)
+        return _finish(run, stage, Path(args.output_dir), model_args)
 
     if script_args.learning_rate_grid:
         return run_lr_grid(script_args, training_args, once)

@@ -26,8 +26,9 @@ from typing import Any
 
 from convohub.reqap.engine.executor import DEFAULT_TIME_BUDGET
 
-__all__ = ["PROFILE_BUDGET_S", "PROFILE_QUESTIONS", "PROFILE_SYSTEMS", "RAG_TOP_N", "SCORES_STAGE", "SYSTEMS", "compare_systems",
-           "question_sample", "run_key"]
+__all__ = ["COMPARISON_FILE", "PROFILE_BUDGET_S", "PROFILE_QUESTIONS", "PROFILE_SYSTEMS", "RAG_TOP_N", "SCORES_STAGE",
+           "SYSTEMS", "compare_for_release", "compare_systems", "question_sample", "run_dir", "run_key",
+           "run_predictions"]
 
 #: system name -> (``evaluate``'s system, QUD spec kind): what each compared system runs.
 SYSTEMS: dict[str, tuple[str, str | None]] = {
@@ -49,6 +50,8 @@ DEFAULT_QUESTIONS: int | None = None  # every test question
 #: chain's answered questions took 8-31 s and its other two ran out of a 60 s budget at 88 and 107 s, all six
 #: without a hit, so 40 s keeps every finished run and gives the main job back about a minute and a half.
 PROFILE_BUDGET_S: dict[str, float] = {"tiny": 40.0}
+#: The release's comparison results, written in the comparison's folder beside the systems' runs.
+COMPARISON_FILE = "comparison.json"
 #: Events RAG gives the LLM: the paper's setting for its 1B-parameter LLM (100 overflow SmolLM2's 8k context).
 RAG_TOP_N = 10
 
@@ -75,6 +78,21 @@ _FOLDER_SPECS = ("sft:", "ce:", "model:")
 #: The components each kind of system runs (RAG ranks its events with the retriever; CodeGen uses none).
 _USED: dict[str, tuple[str, ...]] = {"reqap": ("decomposer", "retriever", "extractor"), "rag": ("retriever",),
                                      "codegen": ()}
+
+
+def run_dir(out_dir: str | Path, name: str) -> Path:
+    """The folder of one system's run in a comparison's ``out_dir``."""
+    return Path(out_dir) / name
+
+
+def run_predictions(out_dir: str | Path, name: str = REFERENCE) -> list[dict[str, Any]]:
+    """The per-question predictions of one system's run (by default the trained chain's) in a comparison's
+    ``out_dir``; [] when that run wrote none."""
+    from convohub.jsonlines import jsonl_records
+    from convohub.reqap.release.evaluation import PREDICTIONS_FILE
+
+    path = run_dir(out_dir, name) / PREDICTIONS_FILE
+    return [row for _, row in jsonl_records(path)] if path.is_file() else []
 
 
 def run_key(system: str, components: Mapping[str, str], *, question_ids: Sequence[str], llm_name: str | None,
@@ -135,7 +153,7 @@ def compare_systems(dataset_dir: Path, components: Mapping[str, str], backend: A
     llm_name = llm_name or getattr(backend, "name", None)
     scores: dict[str, Any] = {}
     for name in systems:
-        run = Path(out_dir) / name
+        run = run_dir(out_dir, name)
 
         def score(name: str = name, run: Path = run) -> dict[str, Any]:
             kind, qud = SYSTEMS[name]
@@ -152,10 +170,29 @@ def compare_systems(dataset_dir: Path, components: Mapping[str, str], backend: A
     tests = {}
     for name in systems:
         if name != REFERENCE:
-            test = compare_runs(Path(out_dir) / REFERENCE, Path(out_dir) / name)
+            test = compare_runs(run_dir(out_dir, REFERENCE), run_dir(out_dir, name))
             tests[name] = {k: test[k] for k in ("n", "both", "only_a", "only_b", "neither", "p_value", "method")}
     from convohub.reqap.components.baselines import default_rank_depth
 
     return {"split": split, "questions": len(wanted), "llm": llm_name, "top_n": top_n, "budget_s": budget_s,
             "rank_depth": default_rank_depth(top_n), "systems": scores,
             "reference": REFERENCE, "mcnemar": tests}
+
+
+def compare_for_release(dataset_dir: Path, folders: Mapping[str, Path], backend: Any, out_dir: Path, *, profile: str,
+                        seed: int) -> Path:
+    """The release's comparison: the trained models in ``folders`` (chain kind -> model folder, as
+    :func:`convohub.reqap.release.models.chain_specs` names them) against the baselines on ``profile``'s
+    seeded question sample, with its systems and time budget; returns the :data:`COMPARISON_FILE` it wrote in
+    ``out_dir`` (beside each system's run, :func:`run_predictions`)."""
+    from convohub.hub import atomic_write_text, dump_json
+    from convohub.reqap.release.models import ReleaseModels
+
+    components = ReleaseModels(**folders, profile=profile, source="this release").specs()
+    ids = question_sample(dataset_dir, PROFILE_QUESTIONS.get(profile, DEFAULT_QUESTIONS), seed)
+    results = compare_systems(dataset_dir, components, backend, out_dir, question_ids=ids,
+                              systems=PROFILE_SYSTEMS.get(profile, DEFAULT_SYSTEMS),
+                              budget_s=PROFILE_BUDGET_S.get(profile, DEFAULT_TIME_BUDGET))
+    path = Path(out_dir) / COMPARISON_FILE
+    atomic_write_text(path, dump_json(results))
+    return path
