@@ -507,6 +507,29 @@ def test_time_budget_is_checked_inside_extract(store: EventStore, monkeypatch: p
     assert res.seconds < 0.3  # ... so within the budget, as the executor measures it
 
 
+def test_the_first_extract_chunk_is_estimated_from_the_extractors_earlier_pace(
+        store: EventStore, monkeypatch: pytest.MonkeyPatch) -> None:
+    """A question's first chunk has no chunk before it: the pace the extractor kept over earlier questions
+    (0.2 s an event, so 0.4 s for 2 events) stops it within a 0.3 s budget; a pipeline keeps one pace for all."""
+    from convohub.reqap.components.pipeline import ReQAP
+    from convohub.reqap.components.qud import StaticDecomposer
+    from convohub.reqap.engine import operators
+    from convohub.reqap.engine.operators import ExtractPace
+
+    slow = SlowExtractor(0.05)
+    monkeypatch.setattr(operators, "EXTRACT_CHUNK", 2)
+    tree = 'EXTRACT(l=RETRIEVE(query="songs"), attr_names=["artist"])'
+    res = Executor(store, OracleRetriever(ORACLE), slow, time_budget=0.3,
+                   extract_pace=ExtractPace(seconds=0.4, events=2)).execute(tree)
+    assert "extracting 'artist' from 2 of 5 events would take about 0.4 s" in res.error
+    assert slow.asked == [] and res.seconds < 0.3
+    assert Executor(store, OracleRetriever(ORACLE), slow, time_budget=0.3).execute(tree).ok  # no pace yet: runs
+
+    pipeline = ReQAP(StaticDecomposer({"q": [tree]}), OracleRetriever(ORACLE), slow, budget_s=5.0)
+    assert pipeline.answer("q", store).ok and pipeline.answer("q", store).ok
+    assert pipeline.extract_pace.events == 10 and pipeline.extract_pace.per_event() >= 0.025  # 0.05 s per 2 events
+
+
 def test_budget_exceeded_keeps_its_reason_across_processes() -> None:
     import pickle
 

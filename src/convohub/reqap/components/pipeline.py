@@ -24,6 +24,7 @@ from convohub.reqap.components.qud import Decomposer
 from convohub.reqap.components.retrieve import BM25Retriever
 from convohub.reqap.engine.events import EventStore
 from convohub.reqap.engine.executor import DEFAULT_TIME_BUDGET, REFERENCE_DATE, Executor
+from convohub.reqap.engine.operators import ExtractPace
 from convohub.reqap.engine.protocols import Extractor, Retriever
 
 __all__ = ["PipelineResult", "ReQAP"]
@@ -69,6 +70,9 @@ class ReQAP:
         self.budget_s = budget_s
         self.max_trees = max_trees
         self.dedup = dedup
+        #: the extractor's pace over every tree and question so far: the first EXTRACT chunk of a question is
+        #: estimated from it against the question's deadline
+        self.extract_pace = ExtractPace()
 
     def answer(self, question: str, store: EventStore, reference_date: date = REFERENCE_DATE) -> PipelineResult:
         """Try candidate trees in order; the first that executes without error gives the answer."""
@@ -89,7 +93,7 @@ class ReQAP:
                 result.error = f"DecomposerError: {type(err).__name__}: {err}"
                 break
             run = Executor(store, self.retriever, self.extractor, reference_date=reference_date,
-                           time_budget=left, dedup=self.dedup).execute(tree)
+                           time_budget=left, dedup=self.dedup, extract_pace=self.extract_pace).execute(tree)
             result.tried.append({"tree": tree, "error": run.error, "seconds": round(run.seconds, 4)})
             if run.ok:
                 result.answer, result.tree, result.trace, result.error = run.answer, tree, run.trace, None
