@@ -268,9 +268,9 @@ def test_the_release_compares_its_profiles_systems_on_its_question_sample(datase
     monkeypatch.setattr(comparison, "compare_systems", fake_compare)
     models = find_release_models(release)
     folders = {"qud": models.qud, "events": models.events, "patterns": models.patterns, "extract": models.extract}
-    path = comparison.compare_for_release(dataset, folders, object(), tmp_path, profile="tiny", seed=0)
+    path, results = comparison.compare_for_release(dataset, folders, object(), tmp_path, profile="tiny", seed=0)
     assert path == tmp_path / comparison.COMPARISON_FILE
-    assert json.loads(path.read_text()) == {"systems": {"reqap_sft": {"hit@1": 0.5}}}
+    assert json.loads(path.read_text()) == results == {"systems": {"reqap_sft": {"hit@1": 0.5}}}
     assert seen["components"] == models.specs() and seen["out_dir"] == tmp_path
     assert seen["systems"] == comparison.PROFILE_SYSTEMS["tiny"] and seen["budget_s"] == comparison.PROFILE_BUDGET_S["tiny"]
     assert seen["question_ids"] == comparison.question_sample(dataset, comparison.PROFILE_QUESTIONS["tiny"], 0)

@@ -43,16 +43,14 @@ def _step_end_to_end(ctx: Any) -> dict[str, Any]:
     """ReQAP (the trained chain) against RAG and CodeGen with the release's LLM on the same test questions,
     with McNemar's tests (:func:`convohub.reqap.release.comparison.compare_for_release`); the QUD card
     reports it."""
-    from convohub.hub import read_json
     from convohub.reqap.release.comparison import compare_for_release
     from convohub.reqap.release.models import chain_specs
 
     folders = {kind: Path(ctx.artifacts[spec.artifact("dir")]) for kind, spec in chain_specs().items()}
-    path = compare_for_release(_perqa_dir(ctx), folders, ctx.chat_llm(), ctx.scratch("reqap", "end-to-end"),
-                               profile=ctx.profile, seed=ctx.seed)
-    systems = read_json(path)["systems"]
+    path, results = compare_for_release(_perqa_dir(ctx), folders, ctx.chat_llm(), ctx.scratch("reqap", "end-to-end"),
+                                        profile=ctx.profile, seed=ctx.seed)
     return {"reqap_end_to_end_path": path,
-            **{f"reqap_end_to_end_{name}": r["hit@1"] for name, r in systems.items()}}
+            **{f"reqap_end_to_end_{name}": r["hit@1"] for name, r in results["systems"].items()}}
 
 
 def _end_to_end(ctx: Any) -> dict[str, Any]:

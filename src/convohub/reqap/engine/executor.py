@@ -191,7 +191,7 @@ class _Run:
         self.current = ""  # label of the operator running now, for out-of-memory errors
         self.ctx = OperatorContext(executor.store, executor.retriever, executor.extractor, self.evaluator,
                                    dedup=executor.dedup, join_strategy=executor.join_strategy,
-                                   max_join_output=executor.max_join_output, pace=executor.extract_pace)
+                                   max_join_output=executor.max_join_output, extract_pace=executor.extract_pace)
 
     def _nested_value(self, sub: Node) -> Any:
         """Value of an operator nested in a lambda: already run before the lambda's operator, so cached."""

@@ -52,7 +52,7 @@ class OperatorContext:
     join_strategy: str = "auto"
     last_join_strategy: str | None = None
     max_join_output: int = MAX_JOIN_OUTPUT
-    pace: ExtractPace = field(default_factory=ExtractPace)
+    extract_pace: ExtractPace = field(default_factory=ExtractPace)
 
 
 #: Events handed to the extractor at a time: the question's deadline is checked between chunks, since a
@@ -73,13 +73,13 @@ def _extracted(ctx: OperatorContext, events: list[dict[str, Any]], name: str) ->
     for start in range(0, len(events), EXTRACT_CHUNK):
         chunk = events[start:start + EXTRACT_CHUNK]
         ctx.evaluator.check_deadline()
-        per_event = (time.monotonic() - began) / start if start else ctx.pace.per_event()
+        per_event = (time.monotonic() - began) / start if start else ctx.extract_pace.per_event()
         if per_event is not None:
             ctx.evaluator.check_time_for(per_event * len(chunk), f"extracting {name!r} from {len(chunk)} "
                                          f"{'more ' if start else ''}of {len(events)} events")
         chunk_began = time.monotonic()
         values += ctx.extractor.extract(chunk, name)
-        ctx.pace.add(len(chunk), time.monotonic() - chunk_began)
+        ctx.extract_pace.add(len(chunk), time.monotonic() - chunk_began)
     return values
 
 

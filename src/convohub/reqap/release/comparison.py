@@ -180,11 +180,11 @@ def compare_systems(dataset_dir: Path, components: Mapping[str, str], backend: A
 
 
 def compare_for_release(dataset_dir: Path, folders: Mapping[str, Path], backend: Any, out_dir: Path, *, profile: str,
-                        seed: int) -> Path:
+                        seed: int) -> tuple[Path, dict[str, Any]]:
     """The release's comparison: the trained models in ``folders`` (chain kind -> model folder, as
     :func:`convohub.reqap.release.models.chain_specs` names them) against the baselines on ``profile``'s
     seeded question sample, with its systems and time budget; returns the :data:`COMPARISON_FILE` it wrote in
-    ``out_dir`` (beside each system's run, :func:`run_predictions`)."""
+    ``out_dir`` (beside each system's run, :func:`run_predictions`) and the results it holds."""
     from convohub.hub import atomic_write_text, dump_json
     from convohub.reqap.release.models import ReleaseModels
 
@@ -195,4 +195,4 @@ def compare_for_release(dataset_dir: Path, folders: Mapping[str, Path], backend:
                               budget_s=PROFILE_BUDGET_S.get(profile, DEFAULT_TIME_BUDGET))
     path = Path(out_dir) / COMPARISON_FILE
     atomic_write_text(path, dump_json(results))
-    return path
+    return path, results
