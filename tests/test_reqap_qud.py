@@ -185,6 +185,48 @@ def test_a_step_that_only_repeats_its_chain_is_resampled() -> None:
     assert list(stuck.candidates("runs")) == [] and stuck.stats.resampled == 2
 
 
+def test_no_model_call_is_started_that_would_end_past_the_deadline() -> None:
+    """A step's batched call cannot be interrupted: once the calls before it say the next one would end past
+    the question's deadline, the decomposer raises instead of starting it (the pipeline's budget holds)."""
+    import time
+
+    from convohub.reqap.engine.errors import BudgetExceeded
+    from convohub.reqap.engine.executor import REFERENCE_DATE
+
+    def answer(q: str, i: int) -> str:
+        return 'APPLY(l=QU("my runs"), fct=len)' if q == "how many runs?" else 'RETRIEVE(query="I went running")'
+
+    class Slow(Scripted):
+        def chat(self, requests: Sequence[ChatRequest]) -> list[ChatResponse]:
+            time.sleep(0.2)
+            return super().chat(requests)
+
+    backend = Slow(answer)
+    dec = Plain(backend)
+    started = time.monotonic()
+    with pytest.raises(BudgetExceeded, match=r"decoding the QUD step of 'my runs' \(1 requests\) would take about "
+                                             r"0\.[23] s, 0\.[01] s are left"):
+        list(dec.candidates("how many runs?", deadline=started + 0.3))
+    assert time.monotonic() - started < 0.3 and len(backend.requests) == 1 and dec.stats.timed_out == 1
+    # no deadline: both steps are asked; the memo keeps the root step, so a later call asks only the child
+    assert list(dec.candidates("how many runs?")) == ['APPLY(l=RETRIEVE(query="I went running"), fct=len)']
+    assert len(backend.requests) == 2
+    # a deadline already past stops even the first call of a fresh decomposer
+    fresh = Plain(Slow(answer))
+    with pytest.raises(BudgetExceeded):
+        list(fresh.candidates("how many runs?", deadline=time.monotonic() - 1))
+    assert fresh.backend.requests == []
+
+    # the pipeline hands its deadline over and reports the stop as its own time-out
+    from convohub.reqap.components.pipeline import ReQAP
+
+    store = EventStore([])  # never reached: decoding stops first
+    slow = ReQAP(Plain(Slow(answer)), budget_s=0.3)
+    result = slow.answer("how many runs?", store, REFERENCE_DATE)
+    assert result.error.startswith("TimeoutError: time budget of 0.3 s exceeded (decoding the QUD step of 'my runs'")
+    assert result.tried == [] and result.seconds < 0.3
+
+
 def test_rejected_outputs_are_counted_and_never_executed() -> None:
     outputs = ['__import__("os").system("touch /tmp/pwned")', 'RETRIEVE(query="x"); import os',
                'APPLY(l=RETRIEVE(query="nested"), fct=len)', 'APPLY(l=QU("runs"), fct=lambda l: open("f"))',

@@ -22,6 +22,7 @@ from typing import Any
 from convohub.reqap.components.extract import DirectExtractor
 from convohub.reqap.components.qud import Decomposer
 from convohub.reqap.components.retrieve import BM25Retriever
+from convohub.reqap.engine.errors import BudgetExceeded
 from convohub.reqap.engine.events import EventStore
 from convohub.reqap.engine.executor import DEFAULT_TIME_BUDGET, REFERENCE_DATE, Executor
 from convohub.reqap.engine.operators import ExtractPace
@@ -58,7 +59,8 @@ class PipelineResult:
 class ReQAP:
     """Decomposer + retriever + extractor + engine, with a time budget per question (600 s in the paper).
 
-    The budget covers decoding and execution of all trees together; each tree runs with what is left.
+    The budget covers decoding and execution of all trees together; each tree runs with what is left, and the
+decomposer gets the question's deadline (a generating one starts no model call that would end past it).
     """
 
     def __init__(self, decomposer: Decomposer, retriever: Retriever | None = None,
@@ -79,7 +81,7 @@ class ReQAP:
         started = time.monotonic()
         deadline = started + self.budget_s
         result = PipelineResult(question)
-        candidates = self.decomposer.candidates(question)
+        candidates = self.decomposer.candidates(question, deadline=deadline)
         while len(result.tried) < self.max_trees:
             left = deadline - time.monotonic()
             if left <= 0:
@@ -88,6 +90,10 @@ class ReQAP:
             try:
                 tree = next(candidates)
             except StopIteration:
+                break
+            except BudgetExceeded as err:  # the decomposer's next model call would have ended past the deadline
+                result.error = (f"TimeoutError: time budget of {self.budget_s:g} s exceeded"
+                                + (f" ({err.reason})" if err.reason else ""))
                 break
             except Exception as err:  # a decoder failure ends the search, not the evaluation run
                 result.error = f"DecomposerError: {type(err).__name__}: {err}"

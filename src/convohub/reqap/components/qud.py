@@ -35,6 +35,7 @@ from __future__ import annotations
 
 import json
 import re
+import time
 from collections import Counter
 from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
@@ -45,7 +46,7 @@ from typing import Any, Protocol
 
 from convohub.llm import ChatBackend, ChatRequest
 from convohub.reqap.components.retrieve import tokenize
-from convohub.reqap.engine.errors import TreeSyntaxError
+from convohub.reqap.engine.errors import BudgetExceeded, TreeSyntaxError
 from convohub.reqap.engine.expr import Function
 from convohub.reqap.engine.parse import (
     Node,
@@ -65,9 +66,14 @@ __all__ = [
 
 
 class Decomposer(Protocol):
-    """QUD: complete operator-tree strings for a question, best first (may yield nothing)."""
+    """QUD: complete operator-tree strings for a question, best first (may yield nothing).
 
-    def candidates(self, question: str) -> Iterator[str]: ...
+    ``deadline`` is a :func:`time.monotonic` time (the question's, from the answering pipeline): a decomposer
+    that generates starts no model call that would end past it and raises
+    :class:`~convohub.reqap.engine.errors.BudgetExceeded` instead; one that only looks trees up ignores it.
+    """
+
+    def candidates(self, question: str, deadline: float | None = None) -> Iterator[str]: ...
 
 
 class StaticDecomposer:
@@ -78,7 +84,7 @@ class StaticDecomposer:
     def __init__(self, trees: Mapping[str, Iterable[str]]) -> None:
         self.trees = {k.strip(): list(v) for k, v in trees.items()}
 
-    def candidates(self, question: str) -> Iterator[str]:
+    def candidates(self, question: str, deadline: float | None = None) -> Iterator[str]:
         yield from self.trees.get(question.strip(), [])
 
 
@@ -326,6 +332,7 @@ class QUDStats:
     repeated: int = 0  # options dropped for repeating an earlier output on their chain
     resampled: int = 0  # extra sampled requests for steps whose every option repeated (``resample``)
     too_deep: int = 0  # branches dropped by the depth guard
+    timed_out: int = 0  # questions whose next model call would have ended past their deadline
     trees: int = 0  # complete trees produced
     capped: int = 0  # questions stopped by max_trees
 
@@ -337,7 +344,7 @@ class QUDStats:
         return {"questions": self.questions, "llm_calls": self.llm_calls, "failed_calls": self.failed_calls,
                 "outputs": self.outputs, "parsed": self.parsed, "rejected": self.rejected,
                 "parse_rate": self.parse_rate, "repeated": self.repeated, "resampled": self.resampled,
-                "too_deep": self.too_deep,
+                "too_deep": self.too_deep, "timed_out": self.timed_out,
                 "trees": self.trees, "capped": self.capped,
                 "rejected_reasons": dict(self.rejected_reasons.most_common(10))}
 
@@ -410,6 +417,9 @@ class RecursiveDecomposer:
         self.seed = seed
         self.stats = QUDStats()
         self._memo: dict[tuple[tuple[Turn, ...], str], list[OpNode]] = {}
+        #: seconds and requests of every backend call so far: a call's length is estimated from them against
+        #: the question's deadline (a batched call cannot be interrupted, so one started late overruns by all of it)
+        self._pace = [0.0, 0]
 
     def messages(self, chain: tuple[Turn, ...], question: str) -> list[dict[str, str]]:
         raise NotImplementedError
@@ -423,19 +433,20 @@ class RecursiveDecomposer:
                             seed=self.seed + i, stop=self.stop) for i in range(1, self.n_options)]
         return out
 
-    def options(self, chain: tuple[Turn, ...], question: str) -> list[OpNode]:
+    def options(self, chain: tuple[Turn, ...], question: str, deadline: float | None = None) -> list[OpNode]:
         """The distinct valid steps the model proposes for ``question`` (one backend call, memoised)."""
-        self._fetch([(chain, question)])
+        self._fetch([(chain, question)], deadline)
         return self._memo[(chain, question)]
 
-    def _fetch(self, keys: Sequence[tuple[tuple[Turn, ...], str]]) -> None:
+    def _fetch(self, keys: Sequence[tuple[tuple[Turn, ...], str]], deadline: float | None = None) -> None:
         """Ask the backend for the steps of every (chain, question) not yet memoised, in ONE ``chat`` call
         (a local backend generates them in batches), and memoise the valid ones per key; then up to
-        ``resample`` more batched calls for the keys whose every option repeats their chain."""
+        ``resample`` more batched calls for the keys whose every option repeats their chain. A call whose
+        estimated length ends past ``deadline`` is not started (:class:`BudgetExceeded`)."""
         todo = [k for k in dict.fromkeys(keys) if k not in self._memo]
         if not todo:
             return
-        self._ask([(key, self.requests(self.messages(*key))) for key in todo])
+        self._ask([(key, self.requests(self.messages(*key))) for key in todo], deadline)
         for r in range(self.resample):
             stuck = [key for key in todo if self._only_repeats(key)]
             if not stuck:
@@ -443,14 +454,32 @@ class RecursiveDecomposer:
             params = {"max_new_tokens": self.max_new_tokens, "temperature": self.temperature,
                       "seed": self.seed + self.n_options + r, "stop": self.stop}
             self.stats.resampled += len(stuck)
-            self._ask([(key, [ChatRequest(self.messages(*key), **params)]) for key in stuck])
+            self._ask([(key, [ChatRequest(self.messages(*key), **params)]) for key in stuck], deadline)
 
-    def _ask(self, work: Sequence[tuple[tuple[tuple[Turn, ...], str], list[ChatRequest]]]) -> None:
+    def _check_time(self, requests: int, deadline: float | None, question: str) -> None:
+        """Raise :class:`BudgetExceeded` when a call of ``requests`` would end past ``deadline``, at the pace
+        of the calls before it (the first call of a decomposer is only checked against the deadline itself)."""
+        if deadline is None:
+            return
+        left = deadline - time.monotonic()
+        seconds, done = self._pace
+        expected = seconds / done * requests if done else 0.0
+        if expected > left or left <= 0:
+            self.stats.timed_out += 1
+            raise BudgetExceeded(f"decoding the QUD step of {question[:60]!r} ({requests} requests) would take "
+                                 f"about {expected:.1f} s, {max(left, 0.0):.1f} s are left")
+
+    def _ask(self, work: Sequence[tuple[tuple[tuple[Turn, ...], str], list[ChatRequest]]],
+             deadline: float | None = None) -> None:
         """One ``chat`` call for all ``(key, requests)``; each key's valid, new steps are added to its memo (a
         key enters the memo only once its answers are in, so a call that raises leaves it to be asked again)."""
         flat = [r for _, requests in work for r in requests]
+        self._check_time(len(flat), deadline, work[0][0][1])
         self.stats.llm_calls += len(flat)
+        started = time.monotonic()
         responses = iter(self.backend.chat(flat))
+        self._pace[0] += time.monotonic() - started
+        self._pace[1] += len(flat)
         for key, requests in work:
             memo = self._memo.setdefault(key, [])
             known = {node.text for node in memo}
@@ -506,19 +535,20 @@ class RecursiveDecomposer:
         found = self._memo.get((tuple(chain), question))
         return None if found is None else [node.text for node in found]
 
-    def _expand(self, chain: tuple[Turn, ...], question: str, depth: int) -> Iterator[_Built]:
+    def _expand(self, chain: tuple[Turn, ...], question: str, depth: int,
+                deadline: float | None = None) -> Iterator[_Built]:
         if depth > self.max_depth:
             self.stats.too_deep += 1
             return
         earlier = {out for _, out in chain}
-        for option in self.options(chain, question):
+        for option in self.options(chain, question, deadline):
             text = option.text
             if text in earlier:
                 self.stats.repeated += 1
                 continue
             here = (*chain, (question, text))
             kids = list(dict.fromkeys(placeholders(option)))
-            seqs = [_Lazy(self._expand(here, kid, depth + 1)) for kid in kids]
+            seqs = [_Lazy(self._expand(here, kid, depth + 1, deadline)) for kid in kids]
             if any(s.get(0) is None for s in seqs):  # a child without any tree: this option cannot finish
                 continue
             for combo in _product(seqs):
@@ -527,19 +557,20 @@ class RecursiveDecomposer:
                 steps = ((chain, question, text),) + tuple(s for built in combo for s in built[1])
                 yield tree, steps
 
-    def candidate_steps(self, question: str) -> Iterator[Candidate]:
-        """Complete trees with their steps, best first, at most ``max_trees``."""
+    def candidate_steps(self, question: str, deadline: float | None = None) -> Iterator[Candidate]:
+        """Complete trees with their steps, best first, at most ``max_trees``; no model call is started that
+        would end past ``deadline`` (:class:`BudgetExceeded`, see :meth:`_check_time`)."""
         self.stats.questions += 1
-        for n, (tree, steps) in enumerate(self._expand((), question, 0), start=1):
+        for n, (tree, steps) in enumerate(self._expand((), question, 0, deadline), start=1):
             self.stats.trees += 1
             yield Candidate(tree.text, steps)
             if n >= self.max_trees:
                 self.stats.capped += 1
                 return
 
-    def candidates(self, question: str) -> Iterator[str]:
+    def candidates(self, question: str, deadline: float | None = None) -> Iterator[str]:
         """Complete operator-tree strings for ``question``, best first (the :class:`Decomposer` protocol)."""
-        for candidate in self.candidate_steps(question):
+        for candidate in self.candidate_steps(question, deadline):
             yield candidate.tree
 
     def describe(self) -> dict[str, Any]:

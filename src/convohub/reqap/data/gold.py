@@ -788,7 +788,7 @@ class GoldTreeDecomposer:
 
         return gold_tree_or_none(question)
 
-    def candidates(self, question: str) -> Iterator[str]:
+    def candidates(self, question: str, deadline: float | None = None) -> Iterator[str]:
         from convohub.perqa.templates import TEMPLATES
 
         text = question.strip()

@@ -119,6 +119,7 @@ def _record(system: str, answerer: Answerer, store: EventStore, index: Any, q: d
     if system == "reqap":
         rec["tree"] = getattr(res, "tree", None)
         rec["trees_tried"] = len(getattr(res, "tried", []))
+        rec["tried"] = list(getattr(res, "tried", []))  # each tree with its error: why a question failed
         if attribution and not hit:
             rec["attribution"] = attribute_error(q, rec["tree"], store, index, answerer.retriever,  # type: ignore[attr-defined]
                                                  ref_date)
@@ -133,7 +134,7 @@ def _failed_record(system: str, q: dict[str, Any], pid: str, error: str) -> dict
     rec = {**_question_fields(q, pid), "answer": None, "prediction": None, "hit": False, "rlx_hit": False,
            "error": error, "seconds": None}
     if system == "reqap":
-        rec.update(tree=None, trees_tried=None, attribution=None)
+        rec.update(tree=None, trees_tried=None, tried=None, attribution=None)
     return rec
 
 
