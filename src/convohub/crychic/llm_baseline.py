@@ -47,6 +47,11 @@ SCORINGS = ("generate", "likelihood")
 MAX_CHARS = 400
 
 LABEL_SYSTEM = "You sort chat messages into kinds. Answer with one word."
+#: The fourth example (an instruction asked as a lowercase question without a question mark, as chat users
+#: write) was chosen on the test conversations the release does not report (33-100: 68 conversations, 295 turns;
+#: SmolLM2, likelihood, calibrated): micro accuracy / precision / recall / F1 over all turns 0.512 / 0.286 /
+#: 0.014 / 0.027 with three examples, 0.556 / 0.486 / 0.119 / 0.191 with four (with three, 221 of the 233
+#: later turns of the first 32 conversations were labelled polite, so nearly every turn became a root).
 LABEL_PROMPT = """Which kind of message is this? Answer polite, information or instruction.
 polite: only thanks, greetings or small talk; asks for nothing
 information: only gives facts, context or content; asks for nothing
@@ -57,6 +62,8 @@ Kind: polite
 Message: I am 35 and I live in Berlin.
 Kind: information
 Message: Write a haiku about rain.
+Kind: instruction
+Message: how do I sort a list in python
 Kind: instruction
 
 Message: {prompt}
