@@ -60,7 +60,7 @@ class ReQAP:
     """Decomposer + retriever + extractor + engine, with a time budget per question (600 s in the paper).
 
     The budget covers decoding and execution of all trees together; each tree runs with what is left, and the
-decomposer gets the question's deadline (a generating one starts no model call that would end past it).
+    decomposer gets the question's deadline (a generating one starts no model call that would end past it).
     """
 
     def __init__(self, decomposer: Decomposer, retriever: Retriever | None = None,
