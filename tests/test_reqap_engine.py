@@ -514,20 +514,20 @@ def test_the_first_extract_chunk_is_estimated_from_the_extractors_earlier_pace(
     from convohub.reqap.components.pipeline import ReQAP
     from convohub.reqap.components.qud import StaticDecomposer
     from convohub.reqap.engine import operators
-    from convohub.reqap.engine.operators import ExtractPace
+    from convohub.reqap.engine.pace import Pace
 
     slow = SlowExtractor(0.05)
     monkeypatch.setattr(operators, "EXTRACT_CHUNK", 2)
     tree = 'EXTRACT(l=RETRIEVE(query="songs"), attr_names=["artist"])'
     res = Executor(store, OracleRetriever(ORACLE), slow, time_budget=0.3,
-                   extract_pace=ExtractPace(seconds=0.4, events=2)).execute(tree)
+                   extract_pace=Pace(seconds=0.4, units=2)).execute(tree)
     assert "extracting 'artist' from 2 of 5 events would take about 0.4 s" in res.error
     assert slow.asked == [] and res.seconds < 0.3
     assert Executor(store, OracleRetriever(ORACLE), slow, time_budget=0.3).execute(tree).ok  # no pace yet: runs
 
     pipeline = ReQAP(StaticDecomposer({"q": [tree]}), OracleRetriever(ORACLE), slow, budget_s=5.0)
     assert pipeline.answer("q", store).ok and pipeline.answer("q", store).ok
-    assert pipeline.extract_pace.events == 10 and pipeline.extract_pace.per_event() >= 0.025  # 0.05 s per 2 events
+    assert pipeline.extract_pace.units == 10 and pipeline.extract_pace.per_unit() >= 0.025  # 0.05 s per 2 events
 
 
 def test_budget_exceeded_keeps_its_reason_across_processes() -> None:

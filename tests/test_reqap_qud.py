@@ -204,10 +204,11 @@ def test_no_model_call_is_started_that_would_end_past_the_deadline() -> None:
     backend = Slow(answer)
     dec = Plain(backend)
     started = time.monotonic()
+    # the first call takes 0.2 s or more (more on a loaded machine), so its pace says a second would not fit
     with pytest.raises(BudgetExceeded, match=r"decoding the QUD step of 'my runs' \(1 requests\) would take about "
-                                             r"0\.[23] s, 0\.[01] s are left"):
+                                             r"\d+\.\d s, 0\.[01] s are left"):
         list(dec.candidates("how many runs?", deadline=started + 0.3))
-    assert time.monotonic() - started < 0.3 and len(backend.requests) == 1 and dec.stats.timed_out == 1
+    assert len(backend.requests) == 1 and dec.stats.timed_out == 1
     # no deadline: both steps are asked; the memo keeps the root step, so a later call asks only the child
     assert list(dec.candidates("how many runs?")) == ['APPLY(l=RETRIEVE(query="I went running"), fct=len)']
     assert len(backend.requests) == 2

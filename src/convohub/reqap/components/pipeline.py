@@ -22,10 +22,10 @@ from typing import Any
 from convohub.reqap.components.extract import DirectExtractor
 from convohub.reqap.components.qud import Decomposer
 from convohub.reqap.components.retrieve import BM25Retriever
-from convohub.reqap.engine.errors import BudgetExceeded
+from convohub.reqap.engine.errors import BudgetExceeded, budget_message
 from convohub.reqap.engine.events import EventStore
 from convohub.reqap.engine.executor import DEFAULT_TIME_BUDGET, REFERENCE_DATE, Executor
-from convohub.reqap.engine.operators import ExtractPace
+from convohub.reqap.engine.pace import Pace
 from convohub.reqap.engine.protocols import Extractor, Retriever
 
 __all__ = ["PipelineResult", "ReQAP"]
@@ -74,7 +74,7 @@ class ReQAP:
         self.dedup = dedup
         #: the extractor's pace over every tree and question so far: the first EXTRACT chunk of a question is
         #: estimated from it against the question's deadline
-        self.extract_pace = ExtractPace()
+        self.extract_pace = Pace()
 
     def answer(self, question: str, store: EventStore, reference_date: date = REFERENCE_DATE) -> PipelineResult:
         """Try candidate trees in order; the first that executes without error gives the answer."""
@@ -85,15 +85,14 @@ class ReQAP:
         while len(result.tried) < self.max_trees:
             left = deadline - time.monotonic()
             if left <= 0:
-                result.error = f"TimeoutError: time budget of {self.budget_s:g} s exceeded"
+                result.error = budget_message(self.budget_s)
                 break
             try:
                 tree = next(candidates)
             except StopIteration:
                 break
             except BudgetExceeded as err:  # the decomposer's next model call would have ended past the deadline
-                result.error = (f"TimeoutError: time budget of {self.budget_s:g} s exceeded"
-                                + (f" ({err.reason})" if err.reason else ""))
+                result.error = err.message(self.budget_s)
                 break
             except Exception as err:  # a decoder failure ends the search, not the evaluation run
                 result.error = f"DecomposerError: {type(err).__name__}: {err}"

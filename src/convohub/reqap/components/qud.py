@@ -48,6 +48,7 @@ from convohub.llm import ChatBackend, ChatRequest
 from convohub.reqap.components.retrieve import tokenize
 from convohub.reqap.engine.errors import BudgetExceeded, TreeSyntaxError
 from convohub.reqap.engine.expr import Function
+from convohub.reqap.engine.pace import Pace
 from convohub.reqap.engine.parse import (
     Node,
     OpNode,
@@ -417,9 +418,9 @@ class RecursiveDecomposer:
         self.seed = seed
         self.stats = QUDStats()
         self._memo: dict[tuple[tuple[Turn, ...], str], list[OpNode]] = {}
-        #: seconds and requests of every backend call so far: a call's length is estimated from them against
+        #: seconds per request of every backend call so far: a call's length is estimated from it against
         #: the question's deadline (a batched call cannot be interrupted, so one started late overruns by all of it)
-        self._pace = [0.0, 0]
+        self.pace = Pace()
 
     def messages(self, chain: tuple[Turn, ...], question: str) -> list[dict[str, str]]:
         raise NotImplementedError
@@ -462,8 +463,7 @@ class RecursiveDecomposer:
         if deadline is None:
             return
         left = deadline - time.monotonic()
-        seconds, done = self._pace
-        expected = seconds / done * requests if done else 0.0
+        expected = self.pace.estimate(requests) or 0.0
         if expected > left or left <= 0:
             self.stats.timed_out += 1
             raise BudgetExceeded(f"decoding the QUD step of {question[:60]!r} ({requests} requests) would take "
@@ -478,8 +478,7 @@ class RecursiveDecomposer:
         self.stats.llm_calls += len(flat)
         started = time.monotonic()
         responses = iter(self.backend.chat(flat))
-        self._pace[0] += time.monotonic() - started
-        self._pace[1] += len(flat)
+        self.pace.add(len(flat), time.monotonic() - started)
         for key, requests in work:
             memo = self._memo.setdefault(key, [])
             known = {node.text for node in memo}

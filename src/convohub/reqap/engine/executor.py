@@ -27,7 +27,8 @@ from convohub.reqap.engine.events import EventStore
 from convohub.reqap.engine.expr import Function
 from convohub.reqap.engine.interpreter import MAX_ALLOC, Evaluator, Group
 from convohub.reqap.engine.join import MAX_JOIN_OUTPUT
-from convohub.reqap.engine.operators import IMPLEMENTATIONS, ExtractPace, OperatorContext
+from convohub.reqap.engine.operators import IMPLEMENTATIONS, OperatorContext
+from convohub.reqap.engine.pace import Pace
 from convohub.reqap.engine.parse import Node, OpNode, Placeholder, arg_summary, parse_tree
 from convohub.reqap.engine.protocols import Extractor, Retriever
 
@@ -116,7 +117,7 @@ class Executor:
     def __init__(self, store: EventStore, retriever: Retriever | None = None, extractor: Extractor | None = None,
                  *, reference_date: date = REFERENCE_DATE, time_budget: float = DEFAULT_TIME_BUDGET,
                  dedup: bool = True, join_strategy: str = "auto", max_alloc: int = MAX_ALLOC,
-                 max_join_output: int = MAX_JOIN_OUTPUT, extract_pace: ExtractPace | None = None) -> None:
+                 max_join_output: int = MAX_JOIN_OUTPUT, extract_pace: Pace | None = None) -> None:
         self.store = store
         if retriever is None or extractor is None:  # the stand-ins live one layer up (components)
             from convohub.reqap.components.extract import DirectExtractor
@@ -133,7 +134,7 @@ class Executor:
         self.max_alloc = max_alloc
         self.max_join_output = max_join_output
         #: the extractor's seconds per event, shared with the executors of a pipeline's other trees and questions
-        self.extract_pace = extract_pace if extract_pace is not None else ExtractPace()
+        self.extract_pace = extract_pace if extract_pace is not None else Pace()
 
     def execute(self, tree: str | Node) -> ExecutionResult:
         """Parse (if text) and run ``tree``; never raises for a bad tree or a failing run."""
@@ -150,8 +151,7 @@ class Executor:
             result.raw = value
             result.answer = to_jsonable(value)
         except BudgetExceeded as err:
-            result.error = (f"TimeoutError: time budget of {self.time_budget:g} s exceeded"
-                            + (f" ({err.reason})" if err.reason else ""))
+            result.error = err.message(self.time_budget)
         except (ExecutionError, ResourceLimitError) as err:
             result.error = f"{type(err).__name__}: {err}"
         except RecursionError:

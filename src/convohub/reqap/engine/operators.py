@@ -19,25 +19,10 @@ from convohub.reqap.engine.events import EventStore, deduplicate
 from convohub.reqap.engine.expr import Function
 from convohub.reqap.engine.interpreter import Evaluator, Group
 from convohub.reqap.engine.join import MAX_JOIN_OUTPUT, join, safe_test
+from convohub.reqap.engine.pace import Pace
 from convohub.reqap.engine.protocols import Extractor, Retriever
 
-__all__ = ["IMPLEMENTATIONS", "ExtractPace", "OperatorContext"]
-
-
-@dataclass
-class ExtractPace:
-    """Seconds per event an extractor has taken so far, kept across the trees and questions it serves (an
-    answering pipeline holds one), so that the first chunk of a question's EXTRACT is estimated too."""
-
-    seconds: float = 0.0
-    events: int = 0
-
-    def add(self, events: int, seconds: float) -> None:
-        self.events += events
-        self.seconds += seconds
-
-    def per_event(self) -> float | None:
-        return self.seconds / self.events if self.events else None
+__all__ = ["IMPLEMENTATIONS", "OperatorContext"]
 
 
 @dataclass
@@ -52,13 +37,14 @@ class OperatorContext:
     join_strategy: str = "auto"
     last_join_strategy: str | None = None
     max_join_output: int = MAX_JOIN_OUTPUT
-    extract_pace: ExtractPace = field(default_factory=ExtractPace)
+    #: the extractor's seconds per event over earlier trees and questions (an answering pipeline holds one)
+    extract_pace: Pace = field(default_factory=Pace)
 
 
 #: Events handed to the extractor at a time: the question's deadline is checked between chunks, since a
 #: model extractor over thousands of retrieved events can run for many minutes inside one operator. One batch
 #: of the model extractor (its ``batch_size``, 32). A chunk is not started when the chunks before it (for a
-#: question's first chunk, the extractor's earlier questions: :class:`ExtractPace`) say it would end past the
+#: question's first chunk, the extractor's earlier questions: ``OperatorContext.extract_pace``) say it would end past the
 #: deadline: checked only against the deadline, the tiny release's trained chain overran its 40 s a question by
 #: 15 and 19 s on one CPU thread (2026-12-01), one batch each.
 EXTRACT_CHUNK = 32
@@ -67,13 +53,13 @@ EXTRACT_CHUNK = 32
 def _extracted(ctx: OperatorContext, events: list[dict[str, Any]], name: str) -> list[Any]:
     """The extractor's values of ``name`` for ``events``, chunk by chunk within the time budget: a chunk is
     not started when the seconds per event of the chunks before it (for the first chunk, the extractor's
-    pace over earlier trees and questions, :class:`ExtractPace`) say it would end past the deadline."""
+    pace over earlier trees and questions, ``extract_pace``) say it would end past the deadline."""
     values: list[Any] = []
     began = time.monotonic()
     for start in range(0, len(events), EXTRACT_CHUNK):
         chunk = events[start:start + EXTRACT_CHUNK]
         ctx.evaluator.check_deadline()
-        per_event = (time.monotonic() - began) / start if start else ctx.extract_pace.per_event()
+        per_event = (time.monotonic() - began) / start if start else ctx.extract_pace.per_unit()
         if per_event is not None:
             ctx.evaluator.check_time_for(per_event * len(chunk), f"extracting {name!r} from {len(chunk)} "
                                          f"{'more ' if start else ''}of {len(events)} events")

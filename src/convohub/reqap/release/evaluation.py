@@ -118,7 +118,6 @@ def _record(system: str, answerer: Answerer, store: EventStore, index: Any, q: d
            "rlx_hit": is_hit(pred, refs, relax=0.1), "error": res.error, "seconds": round(getattr(res, "seconds", 0.0), 4)}
     if system == "reqap":
         rec["tree"] = getattr(res, "tree", None)
-        rec["trees_tried"] = len(getattr(res, "tried", []))
         rec["tried"] = list(getattr(res, "tried", []))  # each tree with its error: why a question failed
         if attribution and not hit:
             rec["attribution"] = attribute_error(q, rec["tree"], store, index, answerer.retriever,  # type: ignore[attr-defined]
@@ -134,7 +133,7 @@ def _failed_record(system: str, q: dict[str, Any], pid: str, error: str) -> dict
     rec = {**_question_fields(q, pid), "answer": None, "prediction": None, "hit": False, "rlx_hit": False,
            "error": error, "seconds": None}
     if system == "reqap":
-        rec.update(tree=None, trees_tried=None, tried=None, attribution=None)
+        rec.update(tree=None, tried=None, attribution=None)
     return rec
 
 
