@@ -40,9 +40,11 @@ REFERENCE = "reqap_sft"
 PROFILE_SYSTEMS: dict[str, tuple[str, ...]] = {"tiny": ("reqap_sft", "rag", "codegen")}
 DEFAULT_SYSTEMS = tuple(SYSTEMS)
 #: profile -> test questions compared (a seeded sample): the tiny count keeps the step within the main job's 45
-#: minutes (411 s on one CPU thread beside another system, 2026-11-30: CodeGen ~7.5 s and RAG ~12 s a question
-#: with SmolLM2-135M, ReQAP up to its budget below); ``convohub reqap evaluate`` compares on every test question.
-PROFILE_QUESTIONS: dict[str, int | None] = {"tiny": 6}
+#: minutes. With 6 the step took 382 s on one CPU thread beside another system (2026-12-02: ReQAP 144 s, RAG
+#: 100 s, CodeGen 122 s with SmolLM2-135M), all three systems without a hit, and the main job ran over its 45
+#: minutes; 4 keep the comparison (and McNemar's test) running end to end for about two minutes less.
+#: ``convohub reqap evaluate`` compares on every test question.
+PROFILE_QUESTIONS: dict[str, int | None] = {"tiny": 4}
 DEFAULT_QUESTIONS: int | None = None  # every test question
 #: profile -> ReQAP's time per question (decoding and executing all its trees; otherwise the paper's
 #: ``DEFAULT_TIME_BUDGET``): a trained chain whose trees retrieve thousands of events runs the EXTRACT model on
