@@ -55,17 +55,19 @@ def _extracted(ctx: OperatorContext, events: list[dict[str, Any]], name: str) ->
     not started when the seconds per event of the chunks before it (for the first chunk, the extractor's
     pace over earlier trees and questions, ``extract_pace``) say it would end past the deadline."""
     values: list[Any] = []
-    began = time.monotonic()
+    this_call = Pace()  # the chunks of this call so far
     for start in range(0, len(events), EXTRACT_CHUNK):
         chunk = events[start:start + EXTRACT_CHUNK]
         ctx.evaluator.check_deadline()
-        per_event = (time.monotonic() - began) / start if start else ctx.extract_pace.per_unit()
-        if per_event is not None:
-            ctx.evaluator.check_time_for(per_event * len(chunk), f"extracting {name!r} from {len(chunk)} "
+        expected = (this_call if this_call.units else ctx.extract_pace).estimate(len(chunk))
+        if expected is not None:
+            ctx.evaluator.check_time_for(expected, f"extracting {name!r} from {len(chunk)} "
                                          f"{'more ' if start else ''}of {len(events)} events")
         chunk_began = time.monotonic()
         values += ctx.extractor.extract(chunk, name)
-        ctx.extract_pace.add(len(chunk), time.monotonic() - chunk_began)
+        seconds = time.monotonic() - chunk_began
+        this_call.add(len(chunk), seconds)
+        ctx.extract_pace.add(len(chunk), seconds)
     return values
 
 
