@@ -581,3 +581,28 @@ def test_cli_rejects_before_touching_data(tmp_path: Any, capsys: Any) -> None:
     assert args.handler(args) == 2
     err = capsys.readouterr().err
     assert err.count("\n") == 1 and "rejected tree" in err and "open" in err
+
+
+def test_paced_chunks_estimates_each_chunk_from_the_ones_before() -> None:
+    """The first chunk is estimated at the earlier calls' pace (None before any), later ones at this call's;
+    the results come back in order and every chunk's seconds go into the shared pace."""
+    from convohub.reqap.engine.errors import BudgetExceeded
+    from convohub.reqap.engine.pace import Pace, paced_chunks
+
+    seen: list[tuple[float | None, str]] = []
+    pace = Pace()
+    out = paced_chunks(list(range(5)), 2, lambda chunk: [x * 10 for x in chunk], pace,
+                       lambda seconds, what: seen.append((seconds, what)), lambda start, n: f"{n} from {start}")
+    assert out == [0, 10, 20, 30, 40] and pace.units == 5
+    assert seen[0] == (None, "2 from 0") and [w for _, w in seen[1:]] == ["2 from 2", "1 from 4"]
+    assert all(s is not None and s >= 0 for s, _ in seen[1:])
+    pace.seconds = 5.0  # 1 s a unit: the next call's first chunk of 2 is estimated at 2 s
+    seen.clear()
+    paced_chunks([1, 2], 2, list, pace, lambda seconds, what: seen.append((seconds, what)), lambda s, n: "")
+    assert seen == [(2.0, "")]
+
+    def refuse(seconds: float | None, what: str) -> None:
+        raise BudgetExceeded(what)
+
+    with pytest.raises(BudgetExceeded, match="first"):
+        paced_chunks([1], 2, list, Pace(), refuse, lambda s, n: "first")

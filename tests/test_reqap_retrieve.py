@@ -204,6 +204,48 @@ def test_executor_uses_the_pipeline() -> None:
     assert res.error is None and res.answer == 2
 
 
+class SlowRules(RuleClassifier):
+    """A RuleClassifier whose every call takes ``seconds`` (a cross-encoder batch on a slow CPU)."""
+
+    def __init__(self, seconds: float, *args) -> None:
+        super().__init__(*args)
+        self.seconds = seconds
+
+    def classify(self, pairs):
+        import time
+
+        time.sleep(self.seconds)
+        return super().classify(pairs)
+
+
+def test_the_event_cross_encoder_starts_no_batch_past_the_deadline(monkeypatch: pytest.MonkeyPatch) -> None:
+    """RETRIEVE hands the question's time check to the pipeline: between chunks of the event step, a chunk
+    that the chunks before it say would end past the budget is not started (0.2 s a chunk, 0.3 s budget)."""
+    from convohub.reqap.components import retrieve as module
+
+    monkeypatch.setattr(module, "CLASSIFY_CHUNK", 2)
+    store = EventStore.from_records(STORE_EVENTS)
+    events = SlowRules(0.2, [("Running", "relevant")], "irrelevant")
+    retriever = CrossEncoderRetriever(events, first_stage=FixedFirstStage(["1", "2", "3", "12", "13"]),
+                                      pattern_threshold=50)
+    res = Executor(store, retriever, time_budget=0.3).execute('APPLY(l=RETRIEVE(query="I went running"), fct=len)')
+    assert res.answer is None and res.error.startswith("TimeoutError: time budget of 0.3 s exceeded")
+    assert "the event cross-encoder of RETRIEVE 'I went running' on 2 more of 5 events would take about" in res.error
+    assert len(events.calls) == 1 and retriever.paces["event"].units == 2  # stopped before the second chunk
+    assert "I went running" not in retriever._cache.get(store, {})  # nothing half-classified is cached
+
+    # the next question's first chunk is estimated at the pace of the earlier ones (0.1 s a pair here)
+    retriever.paces["event"] = module.Pace(seconds=0.4, units=2)
+    res = Executor(store, retriever, time_budget=0.3).execute('APPLY(l=RETRIEVE(query="a run"), fct=len)')
+    assert "on 2 of 5 events would take about 0.4 s" in res.error and len(events.calls) == 1
+    # without a time check every chunk runs (three chunks of at most 2 pairs), with the labels of one call
+    assert retriever.retrieve("I went running", store) == \
+        CrossEncoderRetriever(RuleClassifier([("Running", "relevant")], "irrelevant"),
+                              first_stage=FixedFirstStage(["1", "2", "3", "12", "13"]),
+                              pattern_threshold=50).retrieve("I went running", store)
+    assert [len(c) for c in events.calls[1:]] == [2, 2, 1]
+
+
 def test_retrieve_queries_of_gold_trees(data) -> None:
     q = next(q for p in data.split("train") for q in p.questions if gold_tree(q) and "JOIN" in gold_tree(q))
     assert len(retrieve_queries(gold_tree(q))) >= 2

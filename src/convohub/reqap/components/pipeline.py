@@ -22,7 +22,7 @@ from typing import Any
 from convohub.reqap.components.extract import DirectExtractor
 from convohub.reqap.components.qud import Decomposer
 from convohub.reqap.components.retrieve import BM25Retriever
-from convohub.reqap.engine.errors import BudgetExceeded, budget_message
+from convohub.reqap.engine.errors import BudgetExceeded
 from convohub.reqap.engine.events import EventStore
 from convohub.reqap.engine.executor import DEFAULT_TIME_BUDGET, REFERENCE_DATE, Executor
 from convohub.reqap.engine.pace import Pace
@@ -85,7 +85,7 @@ class ReQAP:
         while len(result.tried) < self.max_trees:
             left = deadline - time.monotonic()
             if left <= 0:
-                result.error = budget_message(self.budget_s)
+                result.error = BudgetExceeded().message(self.budget_s)
                 break
             try:
                 tree = next(candidates)

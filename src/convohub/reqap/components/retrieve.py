@@ -42,6 +42,7 @@ from pathlib import Path
 from typing import Any, Protocol
 
 from convohub.reqap.engine.events import EventStore
+from convohub.reqap.engine.pace import Pace, TimeCheck, paced_chunks
 
 __all__ = [
     "AllRetriever", "BM25Retriever", "CrossEncoderClassifier", "CrossEncoderRetriever", "EVENT_LABELS",
@@ -267,6 +268,13 @@ class PatternIndex:
         return _frequent(counts, threshold) + [Pattern(s) for s in sources]
 
 
+#: Pairs a cross-encoder of the pipeline classifies at a time: the question's deadline is checked between
+#: chunks (RETRIEVE's ``check_time``), since the event step over thousands of first-stage candidates runs for
+#: tens of seconds on a CPU (a tiny release's question took 47 s of its 40 s budget, 2026-12-02). One batch of
+#: the default ``batch_size``, so chunking changes no batch and no label.
+CLASSIFY_CHUNK = 64
+
+
 def _frequent(counts: Counter[Pattern], threshold: int) -> list[Pattern]:
     return sorted((p for p, n in counts.items() if n >= threshold), key=lambda p: (-counts[p], p))
 
@@ -379,6 +387,9 @@ class CrossEncoderRetriever:
     pass None to keep the length saved with each model.
     """
 
+    #: RETRIEVE passes the question's time check (:class:`~convohub.reqap.engine.protocols.Retriever`)
+    checks_time = True
+
     def __init__(self, event_model: Any = None, pattern_model: Any = None, *, first_stage: Any = None,
                  first_stage_threshold: float = 0.0, pattern_threshold: int = 100,
                  event_max_length: int | None = 512, pattern_max_length: int | None = 50,
@@ -392,6 +403,8 @@ class CrossEncoderRetriever:
         self._cache: weakref.WeakKeyDictionary[EventStore, dict[str, list[str]]] = weakref.WeakKeyDictionary()
         self._indexes: weakref.WeakKeyDictionary[EventStore, Any] = weakref.WeakKeyDictionary()
         self.traces: dict[str, RetrieveTrace] = {}
+        #: seconds per pair of each cross-encoder over earlier queries, to start no batch that would overrun
+        self.paces = {"pattern": Pace(), "event": Pace()}
 
     @classmethod
     def from_pretrained(cls, *paths: str | Path, **kwargs: Any) -> CrossEncoderRetriever:
@@ -435,13 +448,23 @@ class CrossEncoderRetriever:
             self._indexes[store] = PatternIndex(store)
         return self._indexes[store]
 
-    def retrieve(self, query: str, store: EventStore) -> list[str]:
+    def retrieve(self, query: str, store: EventStore, check_time: TimeCheck | None = None) -> list[str]:
+        """The ids the pipeline keeps for ``query``, cached per (store, query). ``check_time`` is called before
+        each cross-encoder batch with its estimate (:func:`~convohub.reqap.engine.pace.paced_chunks`)."""
         cached = self._cache.setdefault(store, {})
         if query not in cached:
-            cached[query] = self._retrieve(query, store)
+            cached[query] = self._retrieve(query, store, check_time)
         return list(cached[query])
 
-    def plan(self, query: str, store: EventStore) -> RetrievePlan:
+    def _classify(self, step: str, classifier: PairClassifier, pairs: Sequence[tuple[str, str]],
+                  check_time: TimeCheck | None) -> list[str]:
+        """``classifier``'s labels for ``pairs``, in chunks started within the time budget."""
+        query = pairs[0][0] if pairs else ""
+        return paced_chunks(pairs, CLASSIFY_CHUNK, classifier.classify, self.paces[step], check_time,
+                            lambda start, n: f"the {step} cross-encoder of RETRIEVE {query[:60]!r} on {n} "
+                                             f"{'more ' if start else ''}of {len(pairs)} {step}s")
+
+    def plan(self, query: str, store: EventStore, check_time: TimeCheck | None = None) -> RetrievePlan:
         """Steps 1-3: first-stage candidates, patterns and their labels; what the event step must classify."""
         trace = RetrieveTrace()
         self.traces[query] = trace
@@ -451,8 +474,8 @@ class CrossEncoderRetriever:
             return RetrievePlan([], set(), [], trace)
         index = self._index(store)
         found = index.detect(candidates, self.pattern_threshold)
-        labels = self.patterns.classify([(query, p.text) for p in found]) if self.patterns else \
-            ["partial"] * len(found)
+        labels = self._classify("pattern", self.patterns, [(query, p.text) for p in found], check_time) \
+            if self.patterns else ["partial"] * len(found)
         trace.patterns = [(p.text, lab) for p, lab in zip(found, labels, strict=True)]
         kept: set[str] = set()
         dropped: set[str] = set()
@@ -472,12 +495,13 @@ class CrossEncoderRetriever:
         trace.dropped_by_patterns = len(candidates) - len(remaining) - len(kept.intersection(candidates))
         return RetrievePlan(candidates, kept, remaining, trace)
 
-    def classify_events(self, query: str, store: EventStore, ids: Sequence[str]) -> set[str]:
+    def classify_events(self, query: str, store: EventStore, ids: Sequence[str],
+                        check_time: TimeCheck | None = None) -> set[str]:
         """Step 4: the ids the event cross-encoder keeps (all of them without an event model)."""
-
         if self.events is None or not ids:
             return set(ids)
-        verdicts = self.events.classify([(query, event_text(store.by_id[i])) for i in ids])
+        verdicts = self._classify("event", self.events, [(query, event_text(store.by_id[i])) for i in ids],
+                                  check_time)
         return {i for i, lab in zip(ids, verdicts, strict=True) if lab == "relevant"}
 
     def rank(self, query: str, store: EventStore, depth: int = 500) -> list[str]:
@@ -491,9 +515,9 @@ class CrossEncoderRetriever:
         order = sorted(range(len(candidates)), key=lambda n: (-scores[n], n))  # ties keep first-stage order
         return [candidates[n] for n in order]
 
-    def _retrieve(self, query: str, store: EventStore) -> list[str]:
-        plan = self.plan(query, store)
-        accepted = self.classify_events(query, store, plan.remaining)
+    def _retrieve(self, query: str, store: EventStore, check_time: TimeCheck | None = None) -> list[str]:
+        plan = self.plan(query, store, check_time)
+        accepted = self.classify_events(query, store, plan.remaining, check_time)
         trace = plan.trace
         trace.classified = len(plan.remaining) if self.events is not None else 0
         trace.kept_by_events = len(accepted)

@@ -15,7 +15,7 @@ import ast
 
 __all__ = [
     "BudgetExceeded", "ExecutionError", "ExpressionError", "MemoryBudgetExceeded", "ResourceLimitError",
-    "TreeSyntaxError", "WorkerLimitError", "budget_message"
+    "TreeSyntaxError", "WorkerLimitError"
 ]
 
 
@@ -113,10 +113,7 @@ class BudgetExceeded(TimeoutError):
         return type(self), (self.reason,)
 
     def message(self, budget_s: float) -> str:
-        """The error a question's result records: the budget, and the step that would have overrun it."""
-        return budget_message(budget_s, self.reason)
-
-
-def budget_message(budget_s: float, reason: str = "") -> str:
-    """``TimeoutError: time budget of 40 s exceeded (reason)``, the one wording of every time-out a run records."""
-    return f"TimeoutError: time budget of {budget_s:g} s exceeded" + (f" ({reason})" if reason else "")
+        """The error a question's result records, the one wording of every time-out a run records:
+        ``TimeoutError: time budget of 40 s exceeded (reason)``, the reason being the step that would have
+        overrun it (none when the budget simply ran out)."""
+        return f"TimeoutError: time budget of {budget_s:g} s exceeded" + (f" ({self.reason})" if self.reason else "")

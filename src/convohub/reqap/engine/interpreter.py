@@ -170,9 +170,13 @@ class Evaluator:
         if self.deadline is not None and _time.monotonic() > self.deadline:
             raise BudgetExceeded()
 
-    def check_time_for(self, seconds: float, what: str) -> None:
+    def check_time_for(self, seconds: float | None, what: str) -> None:
         """Stop now when ``what``, expected to take ``seconds``, would end past the deadline: a step that cannot
-        be interrupted (a model batch) would otherwise overrun the budget by its whole length."""
+        be interrupted (a model batch) would otherwise overrun the budget by its whole length. With
+        ``seconds`` None (no estimate yet) only the deadline itself is checked."""
+        if seconds is None:
+            self.check_deadline()
+            return
         if self.deadline is None:
             return
         left = self.deadline - _time.monotonic()

@@ -8,7 +8,6 @@ shares them), so every operator that adds keys works on copies.
 from __future__ import annotations
 
 import sys
-import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
@@ -19,7 +18,7 @@ from convohub.reqap.engine.events import EventStore, deduplicate
 from convohub.reqap.engine.expr import Function
 from convohub.reqap.engine.interpreter import Evaluator, Group
 from convohub.reqap.engine.join import MAX_JOIN_OUTPUT, join, safe_test
-from convohub.reqap.engine.pace import Pace
+from convohub.reqap.engine.pace import Pace, paced_chunks
 from convohub.reqap.engine.protocols import Extractor, Retriever
 
 __all__ = ["IMPLEMENTATIONS", "OperatorContext"]
@@ -54,21 +53,10 @@ def _extracted(ctx: OperatorContext, events: list[dict[str, Any]], name: str) ->
     """The extractor's values of ``name`` for ``events``, chunk by chunk within the time budget: a chunk is
     not started when the seconds per event of the chunks before it (for the first chunk, the extractor's
     pace over earlier trees and questions, ``extract_pace``) say it would end past the deadline."""
-    values: list[Any] = []
-    this_call = Pace()  # the chunks of this call so far
-    for start in range(0, len(events), EXTRACT_CHUNK):
-        chunk = events[start:start + EXTRACT_CHUNK]
-        ctx.evaluator.check_deadline()
-        expected = (this_call if this_call.units else ctx.extract_pace).estimate(len(chunk))
-        if expected is not None:
-            ctx.evaluator.check_time_for(expected, f"extracting {name!r} from {len(chunk)} "
-                                         f"{'more ' if start else ''}of {len(events)} events")
-        chunk_began = time.monotonic()
-        values += ctx.extractor.extract(chunk, name)
-        seconds = time.monotonic() - chunk_began
-        this_call.add(len(chunk), seconds)
-        ctx.extract_pace.add(len(chunk), seconds)
-    return values
+    return paced_chunks(events, EXTRACT_CHUNK, lambda chunk: ctx.extractor.extract(chunk, name), ctx.extract_pace,
+                        ctx.evaluator.check_time_for,
+                        lambda start, n: f"extracting {name!r} from {n} {'more ' if start else ''}of {len(events)} "
+                                         "events")
 
 
 def _items(value: Any, op: str) -> list[Any]:
@@ -91,7 +79,10 @@ def retrieve(ctx: OperatorContext, query: str, l: list[Any] | None = None) -> li
 
     With ``l``, only events of ``l`` that the retriever also returns are kept (their extra keys stay).
     """
-    ids = ctx.retriever.retrieve(query, ctx.store)
+    if getattr(ctx.retriever, "checks_time", False):  # its model steps are started within the time budget
+        ids = ctx.retriever.retrieve(query, ctx.store, check_time=ctx.evaluator.check_time_for)
+    else:
+        ids = ctx.retriever.retrieve(query, ctx.store)
     if l is not None:
         wanted = set(ids)
         return [e for e in _items(l, "RETRIEVE") if isinstance(e, dict)

@@ -1,20 +1,32 @@
 """How long a unit of model work has taken so far, to estimate the next call against a deadline.
 
-Why: a batched model call (an EXTRACT chunk, a QUD decoding step) cannot be interrupted, so a call started
-just before a question's deadline overruns it by all of its length. Both the engine's extractor and the QUD
-decoder keep one :class:`Pace` across trees and questions and start no call whose estimate ends too late.
+Why: a batched model call (an EXTRACT chunk, a batch of RETRIEVE's cross-encoder, a QUD decoding step) cannot
+be interrupted, so a call started just before a question's deadline overruns it by all of its length. The
+engine's extractor, the RETRIEVE cross-encoders and the QUD decoder each keep one :class:`Pace` across trees
+and questions and start no call whose estimate ends too late (:func:`paced_chunks`).
 """
 
 from __future__ import annotations
 
+import time
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
+from typing import TypeVar
 
-__all__ = ["Pace"]
+__all__ = ["Pace", "TimeCheck", "paced_chunks"]
+
+T = TypeVar("T")
+R = TypeVar("R")
+
+#: ``check(seconds, what)``: raise :class:`~convohub.reqap.engine.errors.BudgetExceeded` when ``what``,
+#: expected to take ``seconds`` (None: not known yet), would end past the question's deadline
+#: (:meth:`convohub.reqap.engine.interpreter.Evaluator.check_time_for`).
+TimeCheck = Callable[[float | None, str], None]
 
 
 @dataclass
 class Pace:
-    """Seconds spent on ``units`` of work (events extracted, requests decoded) so far."""
+    """Seconds spent on ``units`` of work (events extracted, pairs classified, requests decoded) so far."""
 
     seconds: float = 0.0
     units: int = 0
@@ -31,3 +43,23 @@ class Pace:
         """Seconds ``units`` more would take at this pace (None before the first call)."""
         per_unit = self.per_unit()
         return None if per_unit is None else per_unit * units
+
+
+def paced_chunks(items: Sequence[T], size: int, work: Callable[[Sequence[T]], list[R]], pace: Pace,
+                 check: TimeCheck | None, what: Callable[[int, int], str]) -> list[R]:
+    """``work`` over ``items`` in chunks of ``size``, concatenated. Before each chunk ``check`` gets its
+    estimate -- at the pace of this call's chunks so far, for the first chunk at ``pace`` (the work's earlier
+    calls) -- and ``what(start, chunk length)``, which says what the chunk is for the error; every chunk's
+    seconds are added to ``pace``. With ``check`` None the chunks run unchecked."""
+    out: list[R] = []
+    this_call = Pace()
+    for start in range(0, len(items), size):
+        chunk = items[start:start + size]
+        if check is not None:
+            check((this_call if this_call.units else pace).estimate(len(chunk)), what(start, len(chunk)))
+        began = time.monotonic()
+        out += work(chunk)
+        seconds = time.monotonic() - began
+        this_call.add(len(chunk), seconds)
+        pace.add(len(chunk), seconds)
+    return out

@@ -22,6 +22,12 @@ class Extractor(Protocol):
 
 
 class Retriever(Protocol):
-    """What RETRIEVE needs: the ids of all events that soft-match the query."""
+    """What RETRIEVE needs: the ids of all events that soft-match the query.
+
+    A retriever whose model steps take long sets a class attribute ``checks_time = True`` and takes a keyword
+    ``check_time`` (a :data:`~convohub.reqap.engine.pace.TimeCheck`), which it calls before each batch it
+    cannot interrupt; RETRIEVE then passes the question's check (the cross-encoder pipeline,
+    :class:`convohub.reqap.components.retrieve.CrossEncoderRetriever`, does).
+    """
 
     def retrieve(self, query: str, store: EventStore) -> list[str]: ...
