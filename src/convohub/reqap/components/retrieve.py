@@ -270,8 +270,8 @@ class PatternIndex:
 
 #: Pairs a cross-encoder of the pipeline classifies at a time: the question's deadline is checked between
 #: chunks (RETRIEVE's ``check_time``), since the event step over thousands of first-stage candidates runs for
-#: tens of seconds on a CPU (a tiny release's question took 47 s of its 40 s budget, 2026-12-02). One batch of
-#: the default ``batch_size``, so chunking changes no batch and no label.
+#: tens of seconds on a CPU (a tiny release's question took 47 s of its 40 s budget, 2026-12-02). A classifier
+#: with a ``batch_size`` gets chunks of one batch, so chunking changes no batch and no label.
 CLASSIFY_CHUNK = 64
 
 
@@ -460,7 +460,8 @@ class CrossEncoderRetriever:
                   check_time: TimeCheck | None) -> list[str]:
         """``classifier``'s labels for ``pairs``, in chunks started within the time budget."""
         query = pairs[0][0] if pairs else ""
-        return paced_chunks(pairs, CLASSIFY_CHUNK, classifier.classify, self.paces[step], check_time,
+        size = getattr(classifier, "batch_size", CLASSIFY_CHUNK)
+        return paced_chunks(pairs, size, classifier.classify, self.paces[step], check_time,
                             lambda start, n: f"the {step} cross-encoder of RETRIEVE {query[:60]!r} on {n} "
                                              f"{'more ' if start else ''}of {len(pairs)} {step}s")
 
