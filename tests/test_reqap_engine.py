@@ -606,3 +606,19 @@ def test_paced_chunks_estimates_each_chunk_from_the_ones_before() -> None:
 
     with pytest.raises(BudgetExceeded, match="first"):
         paced_chunks([1], 2, list, Pace(), refuse, lambda s, n: "first")
+
+
+def test_refuse_past_checks_the_estimate_or_else_the_deadline() -> None:
+    import time
+
+    from convohub.reqap.engine.errors import BudgetExceeded
+    from convohub.reqap.engine.pace import refuse_past
+
+    now = time.monotonic()
+    refuse_past(None, 99.0, "anything")  # no deadline
+    refuse_past(now + 60, None, "a first call")  # no estimate, deadline ahead
+    refuse_past(now + 60, 1.0, "a short call")
+    with pytest.raises(BudgetExceeded, match=r"a long call would take about 90\.0 s, \d+\.\d s are left"):
+        refuse_past(now + 60, 90.0, "a long call")
+    with pytest.raises(BudgetExceeded, match="the budget ran out before a first call"):
+        refuse_past(now - 1, None, "a first call")

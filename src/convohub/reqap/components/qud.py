@@ -48,7 +48,7 @@ from convohub.llm import ChatBackend, ChatRequest
 from convohub.reqap.components.retrieve import tokenize
 from convohub.reqap.engine.errors import BudgetExceeded, TreeSyntaxError
 from convohub.reqap.engine.expr import Function
-from convohub.reqap.engine.pace import Pace
+from convohub.reqap.engine.pace import Pace, refuse_past
 from convohub.reqap.engine.parse import (
     Node,
     OpNode,
@@ -460,14 +460,12 @@ class RecursiveDecomposer:
     def _check_time(self, requests: int, deadline: float | None, question: str) -> None:
         """Raise :class:`BudgetExceeded` when a call of ``requests`` would end past ``deadline``, at the pace
         of the calls before it (the first call of a decomposer is only checked against the deadline itself)."""
-        if deadline is None:
-            return
-        left = deadline - time.monotonic()
-        expected = self.pace.estimate(requests) or 0.0
-        if expected > left or left <= 0:
+        try:
+            refuse_past(deadline, self.pace.estimate(requests),
+                        f"decoding the QUD step of {question[:60]!r} ({requests} requests)")
+        except BudgetExceeded:
             self.stats.timed_out += 1
-            raise BudgetExceeded(f"decoding the QUD step of {question[:60]!r} ({requests} requests) would take "
-                                 f"about {expected:.1f} s, {max(left, 0.0):.1f} s are left")
+            raise
 
     def _ask(self, work: Sequence[tuple[tuple[tuple[Turn, ...], str], list[ChatRequest]]],
              deadline: float | None = None) -> None:

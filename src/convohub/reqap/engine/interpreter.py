@@ -41,6 +41,7 @@ from convohub.reqap.engine.errors import (
     describe_node,
 )
 from convohub.reqap.engine.expr import NAMESPACES, Function, SubtreeSlot
+from convohub.reqap.engine.pace import refuse_past
 
 __all__ = ["Evaluator", "Group"]
 
@@ -173,15 +174,9 @@ class Evaluator:
     def check_time_for(self, seconds: float | None, what: str) -> None:
         """Stop now when ``what``, expected to take ``seconds``, would end past the deadline: a step that cannot
         be interrupted (a model batch) would otherwise overrun the budget by its whole length. With
-        ``seconds`` None (no estimate yet) only the deadline itself is checked."""
-        if seconds is None:
-            self.check_deadline()
-            return
-        if self.deadline is None:
-            return
-        left = self.deadline - _time.monotonic()
-        if seconds > left:
-            raise BudgetExceeded(f"{what} would take about {seconds:.1f} s, {max(left, 0.0):.1f} s are left")
+        ``seconds`` None (no estimate yet) only the deadline itself is checked (:func:`~convohub.reqap.engine.
+        pace.refuse_past`)."""
+        refuse_past(self.deadline, seconds, what)
 
     def python_callable(self, fn: Function) -> Callable[..., Any]:
         """A plain callable (for sorted(key=...) and the like) that goes through :meth:`call`."""

@@ -13,7 +13,9 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import TypeVar
 
-__all__ = ["Pace", "TimeCheck", "paced_chunks"]
+from convohub.reqap.engine.errors import BudgetExceeded
+
+__all__ = ["Pace", "TimeCheck", "paced_chunks", "refuse_past"]
 
 T = TypeVar("T")
 R = TypeVar("R")
@@ -43,6 +45,20 @@ class Pace:
         """Seconds ``units`` more would take at this pace (None before the first call)."""
         per_unit = self.per_unit()
         return None if per_unit is None else per_unit * units
+
+
+def refuse_past(deadline: float | None, seconds: float | None, what: str) -> None:
+    """Raise :class:`BudgetExceeded` when ``what``, expected to take ``seconds``, would end past ``deadline`` (a
+    :func:`time.monotonic` time; None: no deadline). With ``seconds`` None (no estimate yet) only the deadline
+    itself is checked. The one check of every model call the engine, RETRIEVE and QUD start."""
+    if deadline is None:
+        return
+    left = deadline - time.monotonic()
+    if seconds is None:
+        if left <= 0:
+            raise BudgetExceeded(f"the budget ran out before {what}")
+    elif seconds > left:
+        raise BudgetExceeded(f"{what} would take about {seconds:.1f} s, {max(left, 0.0):.1f} s are left")
 
 
 def paced_chunks(items: Sequence[T], size: int, work: Callable[[Sequence[T]], list[R]], pace: Pace,
