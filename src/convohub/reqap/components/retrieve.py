@@ -456,10 +456,10 @@ class CrossEncoderRetriever:
             cached[query] = self._retrieve(query, store, check_time)
         return list(cached[query])
 
-    def _classify(self, step: str, classifier: PairClassifier, pairs: Sequence[tuple[str, str]],
+    def _classify(self, step: str, classifier: PairClassifier, query: str, texts: Sequence[str],
                   check_time: TimeCheck | None) -> list[str]:
-        """``classifier``'s labels for ``pairs``, in chunks started within the time budget."""
-        query = pairs[0][0] if pairs else ""
+        """``classifier``'s labels for (``query``, text) pairs, in chunks started within the time budget."""
+        pairs = [(query, text) for text in texts]
         size = getattr(classifier, "batch_size", CLASSIFY_CHUNK)
         return paced_chunks(pairs, size, classifier.classify, self.paces[step], check_time,
                             lambda start, n: f"the {step} cross-encoder of RETRIEVE {query[:60]!r} on {n} "
@@ -475,7 +475,7 @@ class CrossEncoderRetriever:
             return RetrievePlan([], set(), [], trace)
         index = self._index(store)
         found = index.detect(candidates, self.pattern_threshold)
-        labels = self._classify("pattern", self.patterns, [(query, p.text) for p in found], check_time) \
+        labels = self._classify("pattern", self.patterns, query, [p.text for p in found], check_time) \
             if self.patterns else ["partial"] * len(found)
         trace.patterns = [(p.text, lab) for p, lab in zip(found, labels, strict=True)]
         kept: set[str] = set()
@@ -501,8 +501,7 @@ class CrossEncoderRetriever:
         """Step 4: the ids the event cross-encoder keeps (all of them without an event model)."""
         if self.events is None or not ids:
             return set(ids)
-        verdicts = self._classify("event", self.events, [(query, event_text(store.by_id[i])) for i in ids],
-                                  check_time)
+        verdicts = self._classify("event", self.events, query, [event_text(store.by_id[i]) for i in ids], check_time)
         return {i for i, lab in zip(ids, verdicts, strict=True) if lab == "relevant"}
 
     def rank(self, query: str, store: EventStore, depth: int = 500) -> list[str]:
