@@ -465,9 +465,26 @@ def test_trace_and_subtree_cache(store: EventStore) -> None:
     json.dumps(res.to_dict())
 
 
+def test_retrieve_hands_every_retriever_the_questions_time_check(store: EventStore) -> None:
+    """Whatever the retriever, RETRIEVE passes it the question's check, which refuses work past the budget."""
+
+    class Paced:
+        def retrieve(self, query: str, s: EventStore, check_time: Any = None) -> list[str]:
+            assert check_time is not None
+            check_time(0.0, "a short batch")
+            check_time(60.0, "a long batch")
+            return ORACLE["songs"]
+
+    res = Executor(store, Paced(), time_budget=5).execute('APPLY(l=RETRIEVE(query="songs"), fct=len)')
+    assert res.answer is None
+    assert res.error.startswith("TimeoutError") and "a long batch would take about 60.0 s" in res.error
+    assert Executor(store, OracleRetriever(ORACLE)).execute('APPLY(l=RETRIEVE(query="songs"), fct=len)').answer \
+        == len(ORACLE["songs"])
+
+
 def test_time_budget_aborts_cleanly(store: EventStore) -> None:
     class Slow:
-        def retrieve(self, query: str, s: EventStore) -> list[str]:
+        def retrieve(self, query: str, s: EventStore, check_time: object = None) -> list[str]:
             time.sleep(0.3)
             return ORACLE["songs"]
 
@@ -606,6 +623,25 @@ def test_paced_chunks_estimates_each_chunk_from_the_ones_before() -> None:
 
     with pytest.raises(BudgetExceeded, match="first"):
         paced_chunks([1], 2, list, Pace(), refuse, lambda s, n: "first")
+
+
+def test_pace_estimates_a_small_call_at_least_as_long_as_the_slowest_no_larger_one() -> None:
+    """Decoding one request costs nearly what decoding eight does: after a 4 s call of 8 and a 3 s call of 1,
+    and a 2 s call of 1, a call of 1 is estimated at 3 s (the mean, 0.9 s a request, would say 0.9 s)."""
+    from convohub.reqap.engine.pace import Pace
+
+    pace = Pace()
+    assert pace.estimate(1) is None
+    pace.add(8, 4.0)
+    assert pace.estimate(1) == pytest.approx(0.5)  # no call of 1 yet: the mean
+    assert pace.estimate(8) == pytest.approx(4.0)
+    pace.add(1, 3.0)
+    pace.add(1, 2.0)
+    assert pace.estimate(1) == pytest.approx(3.0)
+    assert pace.estimate(2) == pytest.approx(3.0)  # the floor over the mean's 1.8 s
+    assert pace.estimate(4) == pytest.approx(3.6)  # the mean, 0.9 s a request, over the floor
+    assert pace.estimate(8) == pytest.approx(7.2)  # the mean, although the one call of 8 took 4 s
+    assert pace.slowest == {8: 4.0, 1: 3.0}
 
 
 def test_refuse_past_checks_the_estimate_or_else_the_deadline() -> None:

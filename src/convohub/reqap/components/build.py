@@ -23,6 +23,7 @@ from typing import Any
 from convohub.reqap.components.extract import DirectExtractor
 from convohub.reqap.components.retrieve import AllRetriever, BM25Retriever
 from convohub.reqap.engine.executor import DEFAULT_TIME_BUDGET
+from convohub.reqap.engine.pace import TimeCheck
 from convohub.reqap.engine.protocols import Extractor, Retriever
 
 __all__ = [
@@ -41,7 +42,7 @@ class PersonaOracleRetriever:
     def use(self, index: Any) -> None:
         self.index = index
 
-    def retrieve(self, query: str, store: Any) -> list[str]:
+    def retrieve(self, query: str, store: Any, check_time: TimeCheck | None = None) -> list[str]:
         if self.index is None:
             raise RuntimeError("the oracle retriever needs a persona's canonical events (use())")
         return self.index.ids(query, store)

@@ -134,7 +134,7 @@ class BM25Retriever:
         ranked = sorted(zip(ids, (float(s) for s in raw), strict=False), key=lambda p: (-p[1], p[0]))
         return ranked
 
-    def retrieve(self, query: str, store: EventStore) -> list[str]:
+    def retrieve(self, query: str, store: EventStore, check_time: TimeCheck | None = None) -> list[str]:
         hits = [i for i, s in self.scores(query, store) if s > self.threshold]
         return hits[: self.top_k] if self.top_k is not None else hits
 
@@ -149,7 +149,7 @@ class OracleRetriever:
         self.ids = ids
         self.calls: list[str] = []
 
-    def retrieve(self, query: str, store: EventStore) -> list[str]:
+    def retrieve(self, query: str, store: EventStore, check_time: TimeCheck | None = None) -> list[str]:
         self.calls.append(query)
         got = self.ids(query, store) if callable(self.ids) else self.ids.get(query, [])
         return [str(i) for i in got]
@@ -158,7 +158,7 @@ class OracleRetriever:
 class AllRetriever:
     """Every event of the store, whatever the query."""
 
-    def retrieve(self, query: str, store: EventStore) -> list[str]:
+    def retrieve(self, query: str, store: EventStore, check_time: TimeCheck | None = None) -> list[str]:
         return [e["id"] for e in store.events]
 
 
@@ -386,9 +386,6 @@ class CrossEncoderRetriever:
     model: remaining candidates are kept). Max lengths default to the paper's (512 events, 50 patterns);
     pass None to keep the length saved with each model.
     """
-
-    #: RETRIEVE passes the question's time check (:class:`~convohub.reqap.engine.protocols.Retriever`)
-    checks_time = True
 
     def __init__(self, event_model: Any = None, pattern_model: Any = None, *, first_stage: Any = None,
                  first_stage_threshold: float = 0.0, pattern_threshold: int = 100,

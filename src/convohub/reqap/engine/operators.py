@@ -79,10 +79,7 @@ def retrieve(ctx: OperatorContext, query: str, l: list[Any] | None = None) -> li
 
     With ``l``, only events of ``l`` that the retriever also returns are kept (their extra keys stay).
     """
-    if getattr(ctx.retriever, "checks_time", False):  # its model steps are started within the time budget
-        ids = ctx.retriever.retrieve(query, ctx.store, check_time=ctx.evaluator.check_time_for)
-    else:
-        ids = ctx.retriever.retrieve(query, ctx.store)
+    ids = ctx.retriever.retrieve(query, ctx.store, check_time=ctx.evaluator.check_time_for)
     if l is not None:
         wanted = set(ids)
         return [e for e in _items(l, "RETRIEVE") if isinstance(e, dict)

@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import time
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import TypeVar
 
 from convohub.reqap.engine.errors import BudgetExceeded
@@ -28,23 +28,34 @@ TimeCheck = Callable[[float | None, str], None]
 
 @dataclass
 class Pace:
-    """Seconds spent on ``units`` of work (events extracted, pairs classified, requests decoded) so far."""
+    """Seconds spent on ``units`` of work (events extracted, pairs classified, requests decoded) so far, and the
+    slowest call of each size."""
 
     seconds: float = 0.0
     units: int = 0
+    #: units of a call -> the most seconds a call of that many units took
+    slowest: dict[int, float] = field(default_factory=dict)
 
     def add(self, units: int, seconds: float) -> None:
         self.units += units
         self.seconds += seconds
+        self.slowest[units] = max(seconds, self.slowest.get(units, 0.0))
 
     def per_unit(self) -> float | None:
         """Seconds per unit, or None before the first call."""
         return self.seconds / self.units if self.units else None
 
     def estimate(self, units: int) -> float | None:
-        """Seconds ``units`` more would take at this pace (None before the first call)."""
+        """Seconds a call of ``units`` would take (None before the first call): the mean seconds per unit times
+        ``units``, but at least the slowest earlier call of as many units or fewer. Why the floor: a model call
+        has a part that does not shrink with its size (decoding one request runs as many steps as decoding
+        eight), so after large calls the mean per unit would let a small call start that ends past the
+        deadline."""
         per_unit = self.per_unit()
-        return None if per_unit is None else per_unit * units
+        if per_unit is None:
+            return None
+        floor = max((s for u, s in self.slowest.items() if u <= units), default=0.0)
+        return max(per_unit * units, floor)
 
 
 def refuse_past(deadline: float | None, seconds: float | None, what: str) -> None:

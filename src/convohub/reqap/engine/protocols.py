@@ -11,6 +11,7 @@ from collections.abc import Sequence
 from typing import Any, Protocol
 
 from convohub.reqap.engine.events import EventStore
+from convohub.reqap.engine.pace import TimeCheck
 
 __all__ = ["Extractor", "Retriever"]
 
@@ -24,10 +25,10 @@ class Extractor(Protocol):
 class Retriever(Protocol):
     """What RETRIEVE needs: the ids of all events that soft-match the query.
 
-    A retriever whose model steps take long sets a class attribute ``checks_time = True`` and takes a keyword
-    ``check_time`` (a :data:`~convohub.reqap.engine.pace.TimeCheck`), which it calls before each batch it
-    cannot interrupt; RETRIEVE then passes the question's check (the cross-encoder pipeline,
-    :class:`convohub.reqap.components.retrieve.CrossEncoderRetriever`, does).
+    RETRIEVE passes the question's time check as ``check_time`` (a :data:`~convohub.reqap.engine.pace.TimeCheck`;
+    None outside a question's budget). A retriever whose model steps take long calls it before each batch it
+    cannot interrupt (the cross-encoder pipeline,
+    :class:`convohub.reqap.components.retrieve.CrossEncoderRetriever`, does); a fast one ignores it.
     """
 
-    def retrieve(self, query: str, store: EventStore) -> list[str]: ...
+    def retrieve(self, query: str, store: EventStore, check_time: TimeCheck | None = None) -> list[str]: ...
