@@ -6,6 +6,7 @@ import argparse
 import json
 import random
 import time
+from collections.abc import Sequence
 from datetime import date, datetime
 from datetime import time as dtime
 from typing import Any
@@ -497,54 +498,68 @@ def test_time_budget_aborts_cleanly(store: EventStore) -> None:
     assert res.error.startswith("TimeoutError") and time.monotonic() - started < 5
 
 
-class SlowExtractor:
-    """An extractor that takes ``seconds`` per call, like a model batch, and records the chunk sizes asked."""
+class SlowModel:
+    """An extraction function that takes ``seconds`` per batch, like a model, and records the batch sizes."""
 
     def __init__(self, seconds: float) -> None:
         self.seconds, self.asked = seconds, []
 
-    def extract(self, events: list[dict[str, Any]], attr_name: str) -> list[Any]:
+    def __call__(self, events: Sequence[dict[str, Any]], key: str) -> list[Any]:
         self.asked.append(len(events))
         time.sleep(self.seconds)
-        return [e.get(attr_name) for e in events]
+        return [e.get(key) for e in events]
 
 
-def test_time_budget_is_checked_inside_extract(store: EventStore, monkeypatch: pytest.MonkeyPatch) -> None:
-    """A model extractor over many retrieved events: the question stops between chunks, and does not start a
-    chunk that the ones before it say would end past the budget (0.2 s used, 0.2 s more needed, 0.3 s budget)."""
-    from convohub.reqap.engine import operators
+def slow_extractor(seconds: float, **kw: Any) -> tuple[FrozenMappingExtractor, SlowModel]:
+    model = SlowModel(seconds)
+    return FrozenMappingExtractor(extract_many=model, batch_size=2, **kw), model
 
-    slow = SlowExtractor(0.2)
-    monkeypatch.setattr(operators, "EXTRACT_CHUNK", 2)
-    res = Executor(store, OracleRetriever(ORACLE), slow, time_budget=0.3).execute(
-        'EXTRACT(l=RETRIEVE(query="songs"), attr_names=["artist"])')
+
+def test_time_budget_is_checked_inside_extract(store: EventStore) -> None:
+    """The model extractor checks the deadline before each batch, at the pace of the batches before it."""
+    extractor, model = slow_extractor(0.2)
+    res = Executor(store, OracleRetriever(ORACLE), extractor, time_budget=0.3).execute(
+        'EXTRACT(l=RETRIEVE(query="songs"), attr_names=["song_name"])')
     assert res.error.startswith("TimeoutError") and res.answer is None
-    assert "extracting 'artist' from 2 more of 5 events would take about 0.2 s" in res.error
-    assert slow.asked == [2] and len(ORACLE["songs"]) == 5  # stopped before the second chunk
+    assert "extracting 'song_name' from 2 more of 5 events would take about 0.2 s" in res.error
+    assert model.asked == [2] and len(ORACLE["songs"]) == 5  # stopped before the second batch
     assert res.seconds < 0.3  # ... so within the budget, as the executor measures it
 
 
-def test_the_first_extract_chunk_is_estimated_from_the_extractors_earlier_pace(
-        store: EventStore, monkeypatch: pytest.MonkeyPatch) -> None:
-    """A question's first chunk has no chunk before it: the pace the extractor kept over earlier questions
-    (0.2 s an event, so 0.4 s for 2 events) stops it within a 0.3 s budget; a pipeline keeps one pace for all."""
+def test_the_first_extract_batch_is_estimated_from_the_extractors_earlier_pace(store: EventStore) -> None:
+    """A question's first batch is estimated at the pace the extractor kept over earlier questions (0.2 s an
+    event, so 0.4 s for 2 events), which stops it within a 0.3 s budget; a pipeline's extractor keeps one pace."""
     from convohub.reqap.components.pipeline import ReQAP
     from convohub.reqap.components.qud import StaticDecomposer
-    from convohub.reqap.engine import operators
     from convohub.reqap.engine.pace import Pace
 
-    slow = SlowExtractor(0.05)
-    monkeypatch.setattr(operators, "EXTRACT_CHUNK", 2)
-    tree = 'EXTRACT(l=RETRIEVE(query="songs"), attr_names=["artist"])'
-    res = Executor(store, OracleRetriever(ORACLE), slow, time_budget=0.3,
-                   extract_pace=Pace(seconds=0.4, units=2)).execute(tree)
-    assert "extracting 'artist' from 2 of 5 events would take about 0.4 s" in res.error
-    assert slow.asked == [] and res.seconds < 0.3
-    assert Executor(store, OracleRetriever(ORACLE), slow, time_budget=0.3).execute(tree).ok  # no pace yet: runs
+    tree = 'EXTRACT(l=RETRIEVE(query="songs"), attr_names=["song_name"])'
+    extractor, model = slow_extractor(0.05)
+    extractor.pace = Pace(seconds=0.4, units=2)
+    res = Executor(store, OracleRetriever(ORACLE), extractor, time_budget=0.3).execute(tree)
+    assert "extracting 'song_name' from 2 of 5 events would take about 0.4 s" in res.error
+    assert model.asked == [] and res.seconds < 0.3
+    fresh, _ = slow_extractor(0.05)
+    assert Executor(store, OracleRetriever(ORACLE), fresh, time_budget=0.3).execute(tree).ok  # no pace yet: runs
 
-    pipeline = ReQAP(StaticDecomposer({"q": [tree]}), OracleRetriever(ORACLE), slow, budget_s=5.0)
+    extractor, model = slow_extractor(0.05)
+    pipeline = ReQAP(StaticDecomposer({"q": [tree]}), OracleRetriever(ORACLE), extractor, budget_s=5.0)
     assert pipeline.answer("q", store).ok and pipeline.answer("q", store).ok
-    assert pipeline.extract_pace.units == 10 and pipeline.extract_pace.per_unit() >= 0.025  # 0.05 s per 2 events
+    assert extractor.pace.units == 10 and extractor.pace.per_unit() >= 0.025  # 0.05 s per 2 events
+
+
+def test_events_a_frozen_mapping_answers_are_not_estimated(store: EventStore) -> None:
+    """Once the answers of a source match one event key, the rest of its events are read by key without the
+    model, so only the model's batches are estimated: a pace of 1 s an event does not stop a 2.5 s budget
+    that the first batch (2 events, 2 s estimated) fits, although 5 events at that pace would not."""
+    from convohub.reqap.engine.pace import Pace
+
+    extractor, model = slow_extractor(0.01, window=2, share=1.0)
+    extractor.pace = Pace(seconds=2.0, units=2)
+    res = Executor(store, OracleRetriever(ORACLE), extractor, time_budget=2.5).execute(
+        'EXTRACT(l=RETRIEVE(query="songs"), attr_names=["song_name"])')
+    assert res.ok and model.asked == [2] and extractor.frozen == {("music_stream", "song_name"): "song_name"}
+    assert len(res.answer) == 5
 
 
 def test_budget_exceeded_keeps_its_reason_across_processes() -> None:
@@ -558,14 +573,11 @@ def test_budget_exceeded_keeps_its_reason_across_processes() -> None:
         "time budget exceeded"
 
 
-def test_extract_within_budget_runs_every_chunk(store: EventStore, monkeypatch: pytest.MonkeyPatch) -> None:
-    from convohub.reqap.engine import operators
-
-    slow = SlowExtractor(0.01)
-    monkeypatch.setattr(operators, "EXTRACT_CHUNK", 2)
-    res = Executor(store, OracleRetriever(ORACLE), slow, time_budget=5.0).execute(
-        'EXTRACT(l=RETRIEVE(query="songs"), attr_names=["artist"])')
-    assert res.error is None and slow.asked == [2, 2, 1]
+def test_extract_within_budget_runs_every_batch(store: EventStore) -> None:
+    extractor, model = slow_extractor(0.01)
+    res = Executor(store, OracleRetriever(ORACLE), extractor, time_budget=5.0).execute(
+        'EXTRACT(l=RETRIEVE(query="songs"), attr_names=["song_name"])')
+    assert res.error is None and model.asked == [2, 2, 1]
 
 
 # -- CLI ------------------------------------------------------------------------------------------------------

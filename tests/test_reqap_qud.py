@@ -189,9 +189,11 @@ def test_no_model_call_is_started_that_would_end_past_the_deadline() -> None:
     """A step's batched call cannot be interrupted: once the calls before it say the next one would end past
     the question's deadline, the decomposer raises instead of starting it (the pipeline's budget holds)."""
     import time
+    from functools import partial
 
     from convohub.reqap.engine.errors import BudgetExceeded
     from convohub.reqap.engine.executor import REFERENCE_DATE
+    from convohub.reqap.engine.pace import refuse_past
 
     def answer(q: str, i: int) -> str:
         return 'APPLY(l=QU("my runs"), fct=len)' if q == "how many runs?" else 'RETRIEVE(query="I went running")'
@@ -207,18 +209,18 @@ def test_no_model_call_is_started_that_would_end_past_the_deadline() -> None:
     # the first call takes 0.2 s or more (more on a loaded machine), so its pace says a second would not fit
     with pytest.raises(BudgetExceeded, match=r"decoding the QUD step of 'my runs' \(1 requests\) would take about "
                                              r"\d+\.\d s, 0\.[01] s are left"):
-        list(dec.candidates("how many runs?", deadline=started + 0.3))
+        list(dec.candidates("how many runs?", check_time=partial(refuse_past, started + 0.3)))
     assert len(backend.requests) == 1 and dec.stats.timed_out == 1
-    # no deadline: both steps are asked; the memo keeps the root step, so a later call asks only the child
+    # no time check: both steps are asked; the memo keeps the root step, so a later call asks only the child
     assert list(dec.candidates("how many runs?")) == ['APPLY(l=RETRIEVE(query="I went running"), fct=len)']
     assert len(backend.requests) == 2
     # a deadline already past stops even the first call of a fresh decomposer
     fresh = Plain(Slow(answer))
     with pytest.raises(BudgetExceeded):
-        list(fresh.candidates("how many runs?", deadline=time.monotonic() - 1))
+        list(fresh.candidates("how many runs?", check_time=partial(refuse_past, time.monotonic() - 1)))
     assert fresh.backend.requests == []
 
-    # the pipeline hands its deadline over and reports the stop as its own time-out
+    # the pipeline hands its time check over and reports the stop as its own time-out
     from convohub.reqap.components.pipeline import ReQAP
 
     store = EventStore([])  # never reached: decoding stops first

@@ -27,9 +27,11 @@ from collections import Counter
 from collections.abc import Callable, Mapping, Sequence
 from datetime import date, datetime, time
 from pathlib import Path
+from time import monotonic
 from typing import Any
 
 from convohub.reqap.engine.convert import is_null
+from convohub.reqap.engine.pace import Pace, TimeCheck
 
 __all__ = [
     "DEFAULT_ALIASES", "DirectExtractor", "FrozenMappingExtractor", "ModelExtractor", "convert_value",
@@ -64,7 +66,7 @@ class DirectExtractor:
                 return event[alias]
         return None
 
-    def extract(self, events: Sequence[dict[str, Any]], key: str) -> list[Any]:
+    def extract(self, events: Sequence[dict[str, Any]], key: str, check_time: TimeCheck | None = None) -> list[Any]:
         return [self.lookup(e, key) for e in events]
 
 
@@ -90,6 +92,9 @@ class FrozenMappingExtractor:
         self.seen: dict[tuple[str, str], list[str | None]] = {}
         self.frozen: dict[tuple[str, str], str | None] = {}
         self.model_calls = 0
+        #: seconds per event the extraction function answered, over every call so far: a batch is estimated
+        #: from it against the question's deadline
+        self.pace = Pace()
 
     def _matching_key(self, event: dict[str, Any], value: Any) -> str | None:
         if is_null(value):
@@ -111,13 +116,25 @@ class FrozenMappingExtractor:
                 if top is not None and n >= self.share * self.window:
                     self.frozen[group] = top
 
-    def extract(self, events: Sequence[dict[str, Any]], key: str) -> list[Any]:
+    def extract(self, events: Sequence[dict[str, Any]], key: str, check_time: TimeCheck | None = None) -> list[Any]:
+        """The values of ``key``; before each batch for the extraction function, ``check_time`` (when given) gets
+        the batch's estimate at :attr:`pace`, so a question's deadline stops the work between batches. Events
+        answered by a frozen mapping cost nothing and are not estimated."""
         out: list[Any] = [None] * len(events)
         pending: list[int] = []  # events for the model, answered in one batch
+        answered = 0  # events of this call the model has answered
 
         def flush() -> None:
+            nonlocal answered
+            if check_time is not None:
+                check_time(self.pace.estimate(len(pending)),
+                           f"extracting {key!r} from {len(pending)} {'more ' if answered else ''}of {len(events)} "
+                           "events")
+            started = monotonic()
             values = self.extract_many([events[i] for i in pending], key)
+            self.pace.add(len(pending), monotonic() - started)
             self.model_calls += len(pending)
+            answered += len(pending)
             for i, value in zip(pending, values, strict=True):
                 out[i] = value
                 self._record((str(events[i].get("source")), key), events[i], value)
@@ -350,5 +367,5 @@ class ModelExtractor:
                                  max_source_length=self.max_source_length, max_new_tokens=self.max_new_tokens)
         return [None if v.strip().lower() in ("", "null", "none") else v for v in values]
 
-    def extract(self, events: Sequence[dict[str, Any]], key: str) -> list[Any]:
-        return self._frozen.extract(events, key)
+    def extract(self, events: Sequence[dict[str, Any]], key: str, check_time: TimeCheck | None = None) -> list[Any]:
+        return self._frozen.extract(events, key, check_time)

@@ -17,6 +17,7 @@ from __future__ import annotations
 import time
 from dataclasses import dataclass, field
 from datetime import date
+from functools import partial
 from typing import Any
 
 from convohub.reqap.components.extract import DirectExtractor
@@ -25,7 +26,7 @@ from convohub.reqap.components.retrieve import BM25Retriever
 from convohub.reqap.engine.errors import BudgetExceeded
 from convohub.reqap.engine.events import EventStore
 from convohub.reqap.engine.executor import DEFAULT_TIME_BUDGET, REFERENCE_DATE, Executor
-from convohub.reqap.engine.pace import Pace
+from convohub.reqap.engine.pace import refuse_past
 from convohub.reqap.engine.protocols import Extractor, Retriever
 
 __all__ = ["PipelineResult", "ReQAP"]
@@ -60,7 +61,8 @@ class ReQAP:
     """Decomposer + retriever + extractor + engine, with a time budget per question (600 s in the paper).
 
     The budget covers decoding and execution of all trees together; each tree runs with what is left, and the
-    decomposer gets the question's deadline (a generating one starts no model call that would end past it).
+    decomposer gets the question's time check (a generating one starts no model call that would end past the
+    deadline).
     """
 
     def __init__(self, decomposer: Decomposer, retriever: Retriever | None = None,
@@ -72,16 +74,13 @@ class ReQAP:
         self.budget_s = budget_s
         self.max_trees = max_trees
         self.dedup = dedup
-        #: the extractor's pace over every tree and question so far: the first EXTRACT chunk of a question is
-        #: estimated from it against the question's deadline
-        self.extract_pace = Pace()
 
     def answer(self, question: str, store: EventStore, reference_date: date = REFERENCE_DATE) -> PipelineResult:
         """Try candidate trees in order; the first that executes without error gives the answer."""
         started = time.monotonic()
         deadline = started + self.budget_s
         result = PipelineResult(question)
-        candidates = self.decomposer.candidates(question, deadline=deadline)
+        candidates = self.decomposer.candidates(question, check_time=partial(refuse_past, deadline))
         while len(result.tried) < self.max_trees:
             left = deadline - time.monotonic()
             if left <= 0:
@@ -98,7 +97,7 @@ class ReQAP:
                 result.error = f"DecomposerError: {type(err).__name__}: {err}"
                 break
             run = Executor(store, self.retriever, self.extractor, reference_date=reference_date,
-                           time_budget=left, dedup=self.dedup, extract_pace=self.extract_pace).execute(tree)
+                           time_budget=left, dedup=self.dedup).execute(tree)
             result.tried.append({"tree": tree, "error": run.error, "seconds": round(run.seconds, 4)})
             if run.ok:
                 result.answer, result.tree, result.trace, result.error = run.answer, tree, run.trace, None

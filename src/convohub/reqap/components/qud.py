@@ -48,7 +48,7 @@ from convohub.llm import ChatBackend, ChatRequest
 from convohub.reqap.components.retrieve import tokenize
 from convohub.reqap.engine.errors import BudgetExceeded, TreeSyntaxError
 from convohub.reqap.engine.expr import Function
-from convohub.reqap.engine.pace import Pace, refuse_past
+from convohub.reqap.engine.pace import Pace, TimeCheck
 from convohub.reqap.engine.parse import (
     Node,
     OpNode,
@@ -69,12 +69,13 @@ __all__ = [
 class Decomposer(Protocol):
     """QUD: complete operator-tree strings for a question, best first (may yield nothing).
 
-    ``deadline`` is a :func:`time.monotonic` time (the question's, from the answering pipeline): a decomposer
-    that generates starts no model call that would end past it and raises
-    :class:`~convohub.reqap.engine.errors.BudgetExceeded` instead; one that only looks trees up ignores it.
+    ``check_time`` is the question's time check (a :data:`~convohub.reqap.engine.pace.TimeCheck`, from the
+    answering pipeline; None: no budget): a decomposer that generates calls it before each model call with the
+    call's estimate, so it raises :class:`~convohub.reqap.engine.errors.BudgetExceeded` instead of starting one
+    that would end past the deadline; one that only looks trees up ignores it.
     """
 
-    def candidates(self, question: str, deadline: float | None = None) -> Iterator[str]: ...
+    def candidates(self, question: str, check_time: TimeCheck | None = None) -> Iterator[str]: ...
 
 
 class StaticDecomposer:
@@ -85,7 +86,7 @@ class StaticDecomposer:
     def __init__(self, trees: Mapping[str, Iterable[str]]) -> None:
         self.trees = {k.strip(): list(v) for k, v in trees.items()}
 
-    def candidates(self, question: str, deadline: float | None = None) -> Iterator[str]:
+    def candidates(self, question: str, check_time: TimeCheck | None = None) -> Iterator[str]:
         yield from self.trees.get(question.strip(), [])
 
 
@@ -419,7 +420,7 @@ class RecursiveDecomposer:
         self.stats = QUDStats()
         self._memo: dict[tuple[tuple[Turn, ...], str], list[OpNode]] = {}
         #: seconds per request of every backend call so far: a call's length is estimated from it against
-        #: the question's deadline (a batched call cannot be interrupted, so one started late overruns by all of it)
+        #: the question's time check (a batched call cannot be interrupted, so one started late overruns by all of it)
         self.pace = Pace()
 
     def messages(self, chain: tuple[Turn, ...], question: str) -> list[dict[str, str]]:
@@ -434,20 +435,21 @@ class RecursiveDecomposer:
                             seed=self.seed + i, stop=self.stop) for i in range(1, self.n_options)]
         return out
 
-    def options(self, chain: tuple[Turn, ...], question: str, deadline: float | None = None) -> list[OpNode]:
+    def options(self, chain: tuple[Turn, ...], question: str,
+                check_time: TimeCheck | None = None) -> list[OpNode]:
         """The distinct valid steps the model proposes for ``question`` (one backend call, memoised)."""
-        self._fetch([(chain, question)], deadline)
+        self._fetch([(chain, question)], check_time)
         return self._memo[(chain, question)]
 
-    def _fetch(self, keys: Sequence[tuple[tuple[Turn, ...], str]], deadline: float | None = None) -> None:
+    def _fetch(self, keys: Sequence[tuple[tuple[Turn, ...], str]], check_time: TimeCheck | None = None) -> None:
         """Ask the backend for the steps of every (chain, question) not yet memoised, in ONE ``chat`` call
         (a local backend generates them in batches), and memoise the valid ones per key; then up to
         ``resample`` more batched calls for the keys whose every option repeats their chain. A call whose
-        estimated length ends past ``deadline`` is not started (:class:`BudgetExceeded`)."""
+        estimated length ends past the deadline ``check_time`` checks is not started (:class:`BudgetExceeded`)."""
         todo = [k for k in dict.fromkeys(keys) if k not in self._memo]
         if not todo:
             return
-        self._ask([(key, self.requests(self.messages(*key))) for key in todo], deadline)
+        self._ask([(key, self.requests(self.messages(*key))) for key in todo], check_time)
         for r in range(self.resample):
             stuck = [key for key in todo if self._only_repeats(key)]
             if not stuck:
@@ -455,24 +457,26 @@ class RecursiveDecomposer:
             params = {"max_new_tokens": self.max_new_tokens, "temperature": self.temperature,
                       "seed": self.seed + self.n_options + r, "stop": self.stop}
             self.stats.resampled += len(stuck)
-            self._ask([(key, [ChatRequest(self.messages(*key), **params)]) for key in stuck], deadline)
+            self._ask([(key, [ChatRequest(self.messages(*key), **params)]) for key in stuck], check_time)
 
-    def _check_time(self, requests: int, deadline: float | None, question: str) -> None:
-        """Raise :class:`BudgetExceeded` when a call of ``requests`` would end past ``deadline``, at the pace
-        of the calls before it (the first call of a decomposer is only checked against the deadline itself)."""
+    def _check_time(self, requests: int, check_time: TimeCheck | None, question: str) -> None:
+        """Raise :class:`BudgetExceeded` when ``check_time`` says a call of ``requests``, at the pace of the calls
+        before it, would end past the deadline (the first call of a decomposer has no estimate: only the deadline
+        itself is checked)."""
+        if check_time is None:
+            return
         try:
-            refuse_past(deadline, self.pace.estimate(requests),
-                        f"decoding the QUD step of {question[:60]!r} ({requests} requests)")
+            check_time(self.pace.estimate(requests), f"decoding the QUD step of {question[:60]!r} ({requests} requests)")
         except BudgetExceeded:
             self.stats.timed_out += 1
             raise
 
     def _ask(self, work: Sequence[tuple[tuple[tuple[Turn, ...], str], list[ChatRequest]]],
-             deadline: float | None = None) -> None:
+             check_time: TimeCheck | None = None) -> None:
         """One ``chat`` call for all ``(key, requests)``; each key's valid, new steps are added to its memo (a
         key enters the memo only once its answers are in, so a call that raises leaves it to be asked again)."""
         flat = [r for _, requests in work for r in requests]
-        self._check_time(len(flat), deadline, work[0][0][1])
+        self._check_time(len(flat), check_time, work[0][0][1])
         self.stats.llm_calls += len(flat)
         started = time.monotonic()
         responses = iter(self.backend.chat(flat))
@@ -533,19 +537,19 @@ class RecursiveDecomposer:
         return None if found is None else [node.text for node in found]
 
     def _expand(self, chain: tuple[Turn, ...], question: str, depth: int,
-                deadline: float | None = None) -> Iterator[_Built]:
+                check_time: TimeCheck | None = None) -> Iterator[_Built]:
         if depth > self.max_depth:
             self.stats.too_deep += 1
             return
         earlier = {out for _, out in chain}
-        for option in self.options(chain, question, deadline):
+        for option in self.options(chain, question, check_time):
             text = option.text
             if text in earlier:
                 self.stats.repeated += 1
                 continue
             here = (*chain, (question, text))
             kids = list(dict.fromkeys(placeholders(option)))
-            seqs = [_Lazy(self._expand(here, kid, depth + 1, deadline)) for kid in kids]
+            seqs = [_Lazy(self._expand(here, kid, depth + 1, check_time)) for kid in kids]
             if any(s.get(0) is None for s in seqs):  # a child without any tree: this option cannot finish
                 continue
             for combo in _product(seqs):
@@ -554,20 +558,21 @@ class RecursiveDecomposer:
                 steps = ((chain, question, text),) + tuple(s for built in combo for s in built[1])
                 yield tree, steps
 
-    def candidate_steps(self, question: str, deadline: float | None = None) -> Iterator[Candidate]:
+    def candidate_steps(self, question: str, check_time: TimeCheck | None = None) -> Iterator[Candidate]:
         """Complete trees with their steps, best first, at most ``max_trees``; no model call is started that
-        would end past ``deadline`` (:class:`BudgetExceeded`, see :meth:`_check_time`)."""
+        ``check_time`` says would end past the question's deadline (:class:`BudgetExceeded`, see
+        :meth:`_check_time`)."""
         self.stats.questions += 1
-        for n, (tree, steps) in enumerate(self._expand((), question, 0, deadline), start=1):
+        for n, (tree, steps) in enumerate(self._expand((), question, 0, check_time), start=1):
             self.stats.trees += 1
             yield Candidate(tree.text, steps)
             if n >= self.max_trees:
                 self.stats.capped += 1
                 return
 
-    def candidates(self, question: str, deadline: float | None = None) -> Iterator[str]:
+    def candidates(self, question: str, check_time: TimeCheck | None = None) -> Iterator[str]:
         """Complete operator-tree strings for ``question``, best first (the :class:`Decomposer` protocol)."""
-        for candidate in self.candidate_steps(question, deadline):
+        for candidate in self.candidate_steps(question, check_time):
             yield candidate.tree
 
     def describe(self) -> dict[str, Any]:

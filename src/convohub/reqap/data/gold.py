@@ -54,6 +54,7 @@ from typing import Any
 from convohub.perqa.templates import TEMPLATES, QuestionTemplate
 from convohub.reqap.components.retrieve import OracleRetriever
 from convohub.reqap.engine.expr import Function
+from convohub.reqap.engine.pace import TimeCheck
 from convohub.reqap.engine.parse import OpNode, Placeholder, parse_tree
 
 __all__ = [
@@ -788,7 +789,7 @@ class GoldTreeDecomposer:
 
         return gold_tree_or_none(question)
 
-    def candidates(self, question: str, deadline: float | None = None) -> Iterator[str]:
+    def candidates(self, question: str, check_time: TimeCheck | None = None) -> Iterator[str]:
         from convohub.perqa.templates import TEMPLATES
 
         text = question.strip()

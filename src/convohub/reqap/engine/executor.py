@@ -28,7 +28,6 @@ from convohub.reqap.engine.expr import Function
 from convohub.reqap.engine.interpreter import MAX_ALLOC, Evaluator, Group
 from convohub.reqap.engine.join import MAX_JOIN_OUTPUT
 from convohub.reqap.engine.operators import IMPLEMENTATIONS, OperatorContext
-from convohub.reqap.engine.pace import Pace
 from convohub.reqap.engine.parse import Node, OpNode, Placeholder, arg_summary, parse_tree
 from convohub.reqap.engine.protocols import Extractor, Retriever
 
@@ -117,7 +116,7 @@ class Executor:
     def __init__(self, store: EventStore, retriever: Retriever | None = None, extractor: Extractor | None = None,
                  *, reference_date: date = REFERENCE_DATE, time_budget: float = DEFAULT_TIME_BUDGET,
                  dedup: bool = True, join_strategy: str = "auto", max_alloc: int = MAX_ALLOC,
-                 max_join_output: int = MAX_JOIN_OUTPUT, extract_pace: Pace | None = None) -> None:
+                 max_join_output: int = MAX_JOIN_OUTPUT) -> None:
         self.store = store
         if retriever is None or extractor is None:  # the stand-ins live one layer up (components)
             from convohub.reqap.components.extract import DirectExtractor
@@ -133,8 +132,6 @@ class Executor:
         self.join_strategy = join_strategy
         self.max_alloc = max_alloc
         self.max_join_output = max_join_output
-        #: the extractor's seconds per event, shared with the executors of a pipeline's other trees and questions
-        self.extract_pace = extract_pace if extract_pace is not None else Pace()
 
     def execute(self, tree: str | Node) -> ExecutionResult:
         """Parse (if text) and run ``tree``; never raises for a bad tree or a failing run."""
@@ -191,7 +188,7 @@ class _Run:
         self.current = ""  # label of the operator running now, for out-of-memory errors
         self.ctx = OperatorContext(executor.store, executor.retriever, executor.extractor, self.evaluator,
                                    dedup=executor.dedup, join_strategy=executor.join_strategy,
-                                   max_join_output=executor.max_join_output, extract_pace=executor.extract_pace)
+                                   max_join_output=executor.max_join_output)
 
     def _nested_value(self, sub: Node) -> Any:
         """Value of an operator nested in a lambda: already run before the lambda's operator, so cached."""

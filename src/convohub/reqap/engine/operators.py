@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import sys
 from collections.abc import Callable
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from typing import Any
 
 from convohub.reqap.engine.convert import convert
@@ -18,7 +18,6 @@ from convohub.reqap.engine.events import EventStore, deduplicate
 from convohub.reqap.engine.expr import Function
 from convohub.reqap.engine.interpreter import Evaluator, Group
 from convohub.reqap.engine.join import MAX_JOIN_OUTPUT, join, safe_test
-from convohub.reqap.engine.pace import Pace, paced_chunks
 from convohub.reqap.engine.protocols import Extractor, Retriever
 
 __all__ = ["IMPLEMENTATIONS", "OperatorContext"]
@@ -36,27 +35,13 @@ class OperatorContext:
     join_strategy: str = "auto"
     last_join_strategy: str | None = None
     max_join_output: int = MAX_JOIN_OUTPUT
-    #: the extractor's seconds per event over earlier trees and questions (an answering pipeline holds one)
-    extract_pace: Pace = field(default_factory=Pace)
-
-
-#: Events handed to the extractor at a time: the question's deadline is checked between chunks, since a
-#: model extractor over thousands of retrieved events can run for many minutes inside one operator. One batch
-#: of the model extractor (its ``batch_size``, 32). A chunk is not started when the chunks before it (for a
-#: question's first chunk, the extractor's earlier questions: ``OperatorContext.extract_pace``) say it would end past the
-#: deadline: checked only against the deadline, the tiny release's trained chain overran its 40 s a question by
-#: 15 and 19 s on one CPU thread (2026-12-01), one batch each.
-EXTRACT_CHUNK = 32
 
 
 def _extracted(ctx: OperatorContext, events: list[dict[str, Any]], name: str) -> list[Any]:
-    """The extractor's values of ``name`` for ``events``, chunk by chunk within the time budget: a chunk is
-    not started when the seconds per event of the chunks before it (for the first chunk, the extractor's
-    pace over earlier trees and questions, ``extract_pace``) say it would end past the deadline."""
-    return paced_chunks(events, EXTRACT_CHUNK, lambda chunk: ctx.extractor.extract(chunk, name), ctx.extract_pace,
-                        ctx.evaluator.check_time_for,
-                        lambda start, n: f"extracting {name!r} from {n} {'more ' if start else ''}of {len(events)} "
-                                         "events")
+    """The extractor's values of ``name`` for ``events``. It gets the question's time check: a model extractor
+    starts no batch that would end past the deadline, and only it knows which events need the model (the
+    frozen-mapping rule answers the rest by key), so the pacing is its own."""
+    return ctx.extractor.extract(events, name, check_time=ctx.evaluator.check_time_for)
 
 
 def _items(value: Any, op: str) -> list[Any]:

@@ -1,9 +1,13 @@
 """How long a unit of model work has taken so far, to estimate the next call against a deadline.
 
-Why: a batched model call (an EXTRACT chunk, a batch of RETRIEVE's cross-encoder, a QUD decoding step) cannot
-be interrupted, so a call started just before a question's deadline overruns it by all of its length. The
-engine's extractor, the RETRIEVE cross-encoders and the QUD decoder each keep one :class:`Pace` across trees
-and questions and start no call whose estimate ends too late (:func:`paced_chunks`).
+Why: a batched model call (a batch of the EXTRACT model, of a RETRIEVE cross-encoder, a QUD decoding step)
+cannot be interrupted, so a call started just before a question's deadline overruns it by all of its length.
+The model extractor, the RETRIEVE cross-encoders and the QUD decoder each keep one :class:`Pace` across trees
+and questions and start no call whose estimate ends too late (:func:`refuse_past`, through the question's
+:data:`TimeCheck`). Each counts only the units its model works on: the extractor's frozen mapping answers most
+events by key once its window of answers agrees, and a pace per event handed over would count those as model
+work (measured: a question stopped at "extracting 'workout_type' from 32 more of 962 events would take about
+24.1 s" with 18 events left before the window of 50 closes).
 """
 
 from __future__ import annotations

@@ -17,9 +17,14 @@ __all__ = ["Extractor", "Retriever"]
 
 
 class Extractor(Protocol):
-    """Raw values of ``key`` for each event (None where the event does not hold it)."""
+    """Raw values of ``key`` for each event (None where the event does not hold it).
 
-    def extract(self, events: Sequence[dict[str, Any]], key: str) -> list[Any]: ...
+    EXTRACT passes the question's time check as ``check_time`` (None outside a question's budget). An extractor
+    whose model calls take long calls it before each batch it cannot interrupt, with that batch's estimate (the
+    model extractor, :class:`convohub.reqap.components.extract.FrozenMappingExtractor`, does); a lookup ignores it.
+    """
+
+    def extract(self, events: Sequence[dict[str, Any]], key: str, check_time: TimeCheck | None = None) -> list[Any]: ...
 
 
 class Retriever(Protocol):
