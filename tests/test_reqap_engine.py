@@ -573,6 +573,40 @@ def test_budget_exceeded_keeps_its_reason_across_processes() -> None:
         "time budget exceeded"
 
 
+def test_a_window_that_closed_without_a_mapping_keeps_full_batches() -> None:
+    """Once a source's window of answers is decided and no key matched, its events go on to the model in whole
+    batches (before the window closes, the batch is cut at its end, so the decision comes first)."""
+    class Unmatched(SlowModel):  # answers that match no key of the events
+        def __call__(self, events: Sequence[dict[str, Any]], key: str) -> list[Any]:
+            return ["x" for _ in super().__call__(events, key)]
+
+    model = Unmatched(0.0)
+    extractor = FrozenMappingExtractor(extract_many=model, window=2, batch_size=3)
+    events = [{"id": str(i), "source": "notes", "text": f"note {i}"} for i in range(8)]
+    assert extractor.extract(events, "mood") == ["x"] * 8
+    assert model.asked == [2, 3, 3] and extractor.frozen == {} and extractor.model_calls == 8
+
+
+def test_a_tree_runs_on_what_its_decoding_left_of_the_budget(store: EventStore) -> None:
+    """Decoding a tree takes its share of the question's budget: the tree runs on the rest, so a question that
+    spends 0.2 s of 0.3 s decoding stops in a 0.2 s RETRIEVE instead of answering at 0.4 s."""
+    from convohub.reqap.components.pipeline import ReQAP
+
+    class SlowDecoding:
+        def candidates(self, question: str, check_time: Any = None) -> Any:
+            time.sleep(0.2)
+            yield 'APPLY(l=RETRIEVE(query="songs"), fct=len)'
+
+    class SlowRetrieval:
+        def retrieve(self, query: str, s: EventStore, check_time: Any = None) -> list[str]:
+            time.sleep(0.2)
+            return ORACLE["songs"]
+
+    result = ReQAP(SlowDecoding(), SlowRetrieval(), budget_s=0.3).answer("how many songs?", store)
+    assert result.answer is None and result.tried and result.tried[0]["error"].startswith("TimeoutError")
+    assert ReQAP(SlowDecoding(), SlowRetrieval(), budget_s=2.0).answer("how many songs?", store).answer == 5
+
+
 def test_extract_within_budget_runs_every_batch(store: EventStore) -> None:
     extractor, model = slow_extractor(0.01)
     res = Executor(store, OracleRetriever(ORACLE), extractor, time_budget=5.0).execute(

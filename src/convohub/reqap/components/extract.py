@@ -142,9 +142,9 @@ class FrozenMappingExtractor:
 
         for n, e in enumerate(events):
             group = (str(e.get("source")), key)
-            if group not in self.frozen and pending:
-                undecided = len(self.seen.get(group, [])) + sum(
-                    1 for i in pending if (str(events[i].get("source")), key) == group)
+            decided = len(self.seen.get(group, ()))
+            if group not in self.frozen and pending and decided < self.window:
+                undecided = decided + sum(1 for i in pending if (str(events[i].get("source")), key) == group)
                 if undecided >= self.window:  # the window of this group closes: decide before going on
                     flush()
             frozen_key = self.frozen.get(group)

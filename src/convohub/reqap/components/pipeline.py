@@ -82,8 +82,7 @@ class ReQAP:
         result = PipelineResult(question)
         candidates = self.decomposer.candidates(question, check_time=partial(refuse_past, deadline))
         while len(result.tried) < self.max_trees:
-            left = deadline - time.monotonic()
-            if left <= 0:
+            if deadline - time.monotonic() <= 0:
                 result.error = BudgetExceeded().message(self.budget_s)
                 break
             try:
@@ -95,6 +94,10 @@ class ReQAP:
                 break
             except Exception as err:  # a decoder failure ends the search, not the evaluation run
                 result.error = f"DecomposerError: {type(err).__name__}: {err}"
+                break
+            left = deadline - time.monotonic()  # after decoding the tree, which took its share of the budget
+            if left <= 0:
+                result.error = BudgetExceeded().message(self.budget_s)
                 break
             run = Executor(store, self.retriever, self.extractor, reference_date=reference_date,
                            time_budget=left, dedup=self.dedup).execute(tree)
