@@ -571,6 +571,9 @@ def test_budget_exceeded_keeps_its_reason_across_processes() -> None:
     assert str(again) == "time budget exceeded: a batch would take about 9.0 s, 2.0 s are left"
     assert again.reason.startswith("a batch") and str(pickle.loads(pickle.dumps(BudgetExceeded()))) == \
         "time budget exceeded"
+    # a tree's budget is what decoding left of the question's: shown to a tenth of a second
+    assert BudgetExceeded("a batch").message(36.1456) == "TimeoutError: time budget of 36.1 s exceeded (a batch)"
+    assert BudgetExceeded().message(40) == "TimeoutError: time budget of 40 s exceeded"
 
 
 def test_a_window_that_closed_without_a_mapping_keeps_full_batches() -> None:

@@ -115,5 +115,7 @@ class BudgetExceeded(TimeoutError):
     def message(self, budget_s: float) -> str:
         """The error a question's result records, the one wording of every time-out a run records:
         ``TimeoutError: time budget of 40 s exceeded (reason)``, the reason being the step that would have
-        overrun it (none when the budget simply ran out)."""
-        return f"TimeoutError: time budget of {budget_s:g} s exceeded" + (f" ({self.reason})" if self.reason else "")
+        overrun it (none when the budget simply ran out). A tree's budget is what its question's decoding left,
+        so it is shown to a tenth of a second."""
+        return f"TimeoutError: time budget of {round(budget_s, 1):g} s exceeded" + (
+            f" ({self.reason})" if self.reason else "")
