@@ -607,6 +607,9 @@ def test_a_tree_runs_on_what_its_decoding_left_of_the_budget(store: EventStore) 
 
     result = ReQAP(SlowDecoding(), SlowRetrieval(), budget_s=0.3).answer("how many songs?", store)
     assert result.answer is None and result.tried and result.tried[0]["error"].startswith("TimeoutError")
+    # the budget ran out in the tree: the question's error ends with the tree's, which names the step
+    assert result.error == ("TimeoutError: time budget of 0.3 s exceeded; the last tree's error: "
+                            f"{result.tried[0]['error']}")
     assert ReQAP(SlowDecoding(), SlowRetrieval(), budget_s=2.0).answer("how many songs?", store).answer == 5
 
 

@@ -75,6 +75,12 @@ class ReQAP:
         self.max_trees = max_trees
         self.dedup = dedup
 
+    def _out_of_time(self, result: PipelineResult) -> str:
+        """The time-out of a question whose budget ran out between trees, with the last tree's error, which says
+        what step it stopped in."""
+        message = BudgetExceeded().message(self.budget_s)
+        return f"{message}; the last tree's error: {result.tried[-1]['error']}" if result.tried else message
+
     def answer(self, question: str, store: EventStore, reference_date: date = REFERENCE_DATE) -> PipelineResult:
         """Try candidate trees in order; the first that executes without error gives the answer."""
         started = time.monotonic()
@@ -83,7 +89,7 @@ class ReQAP:
         candidates = self.decomposer.candidates(question, check_time=partial(refuse_past, deadline))
         while len(result.tried) < self.max_trees:
             if deadline - time.monotonic() <= 0:
-                result.error = BudgetExceeded().message(self.budget_s)
+                result.error = self._out_of_time(result)
                 break
             try:
                 tree = next(candidates)
@@ -97,7 +103,7 @@ class ReQAP:
                 break
             left = deadline - time.monotonic()  # after decoding the tree, which took its share of the budget
             if left <= 0:
-                result.error = BudgetExceeded().message(self.budget_s)
+                result.error = self._out_of_time(result)
                 break
             run = Executor(store, self.retriever, self.extractor, reference_date=reference_date,
                            time_budget=left, dedup=self.dedup).execute(tree)
