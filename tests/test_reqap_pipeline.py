@@ -16,6 +16,7 @@ from convohub.hub import HubTarget
 from convohub.llm import ChatBackend, ChatRequest, ChatResponse
 from convohub.perqa import PerQAConfig, build_perqa, generate_perqa
 from convohub.perqa.templates import CATEGORIES
+from convohub.reqap.cli import answer_line
 from convohub.reqap.components.baselines import (
     CodeGenBaseline,
     ICLExample,
@@ -214,6 +215,10 @@ def test_cli_ask_and_evaluate(dataset: Path, tmp_path: Path, capsys: pytest.Capt
     assert main([*base, "--retriever", "oracle", TV_HOURS]) == 0
     out = capsys.readouterr().out
     assert out.startswith("answer: ") and "operator tree:\nAPPLY(" in out and "\n  EXTRACT(" in out
+    assert answer_line(7.5) == "answer: 7.5"
+    shown = answer_line([{"event": "watched", "n": i} for i in range(287)])
+    assert shown.startswith('answer: [{"event": "watched", "n": 0}') and shown.endswith(
+        ", ... +284 more] (the first 3 of 287; --json prints all)") and len(shown) < 400
     assert main([*base, "--json", TV_HOURS]) == 0
     parsed = json.loads(capsys.readouterr().out)
     assert parsed["tree"] and parsed["trace"] and parsed["error"] is None

@@ -36,7 +36,7 @@ from datetime import date
 from pathlib import Path
 from typing import Any
 
-from convohub.reqap.engine.executor import DEFAULT_TIME_BUDGET
+from convohub.reqap.engine.executor import DEFAULT_TIME_BUDGET, PREVIEW_ITEMS, preview
 from convohub.reqap.release.models import DEFAULT_HUB
 
 __all__ = ["add_cli", "render_tree", "run_ask", "run_distill", "run_evaluate", "run_execute", "run_expand"]
@@ -413,6 +413,14 @@ def render_tree(tree: str | None) -> str:
     return "\n".join("  " * depth + line for depth, line in tree_outline(parse_tree(tree)))
 
 
+def answer_line(answer: Any) -> str:
+    """The printed answer: whole when short, else a list's first items and how many more (a bare RETRIEVE
+    answers with every event it found; ``--json`` prints all of it)."""
+    if isinstance(answer, list) and len(answer) > PREVIEW_ITEMS:
+        return f"answer: {preview(answer)} (the first {PREVIEW_ITEMS} of {len(answer)}; --json prints all)"
+    return f"answer: {json.dumps(answer, ensure_ascii=False, default=str)}"
+
+
 def run_ask(args: argparse.Namespace) -> int:
     """Handler of ``reqap ask``."""
     from convohub.reqap.components.build import header
@@ -431,7 +439,7 @@ def run_ask(args: argparse.Namespace) -> int:
     if args.json:
         print(json.dumps({**result.to_dict(), "components": components}, ensure_ascii=False, indent=2, default=str))
         return 0 if result.error is None else 1
-    print(f"answer: {json.dumps(result.answer, ensure_ascii=False, default=str)}")
+    print(answer_line(result.answer))
     if result.error:
         print(f"error: {result.error}")
     if args.system == "reqap":
