@@ -122,19 +122,17 @@ class FrozenMappingExtractor:
         answered by a frozen mapping cost nothing and are not estimated."""
         out: list[Any] = [None] * len(events)
         pending: list[int] = []  # events for the model, answered in one batch
-        answered = 0  # events of this call the model has answered
+        calls_before = self.model_calls
 
         def flush() -> None:
-            nonlocal answered
             if check_time is not None:
+                more = "more " if self.model_calls > calls_before else ""
                 check_time(self.pace.estimate(len(pending)),
-                           f"extracting {key!r} from {len(pending)} {'more ' if answered else ''}of {len(events)} "
-                           "events")
+                           f"extracting {key!r} from {len(pending)} {more}of {len(events)} events")
             started = monotonic()
             values = self.extract_many([events[i] for i in pending], key)
             self.pace.add(len(pending), monotonic() - started)
             self.model_calls += len(pending)
-            answered += len(pending)
             for i, value in zip(pending, values, strict=True):
                 out[i] = value
                 self._record((str(events[i].get("source")), key), events[i], value)
